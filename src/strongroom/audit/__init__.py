@@ -1,0 +1,1 @@
+"""Durability audit: ledger, scrub, sensitive-operation watcher, scores and report."""

@@ -1,0 +1,1 @@
+"""Doctor: a registry of cluster, topic and client configuration rules."""

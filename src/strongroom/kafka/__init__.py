@@ -1,0 +1,1 @@
+"""Typed wrappers over confluent-kafka, resilient client defaults, encrypting producer / decrypting consumer."""

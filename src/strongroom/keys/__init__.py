@@ -1,0 +1,1 @@
+"""Per-subject key lifecycle: keys topic, key table, erasure and its verification."""

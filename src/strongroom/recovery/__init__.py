@@ -1,0 +1,1 @@
+"""Lost-KEK recovery: KEK inventory, boundary search, plans and their application."""

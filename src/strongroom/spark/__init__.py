@@ -1,0 +1,1 @@
+"""Spark: session factory, pure DataFrame transforms, and jobs (one module per pipeline)."""

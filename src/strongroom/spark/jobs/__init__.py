@@ -1,0 +1,1 @@
+"""Spark jobs: thin I/O shells around the pure transforms; the SparkSession is passed in."""

@@ -1,0 +1,1 @@
+"""Shipped test kit: local Kafka cluster launcher, KMS server launchers, pytest plugin."""
