@@ -1,0 +1,66 @@
+# strongroom: the README's two commands are `make demo` and `make test`; both install what they need.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' src/strongroom/resources/kafka-pom.xml)
+STRONGROOM_CACHE ?= $(HOME)/.cache/strongroom
+KAFKA_STAMP := $(STRONGROOM_CACHE)/kafka-$(KAFKA_VERSION)/libs/.complete
+DEPS_STAMP := $(VENV)/.stamp-deps
+SPARK_STAMP := $(VENV)/.stamp-spark-connector
+PYTEST_ARGS ?=
+
+.PHONY: all install demo test test-unit test-integration check lint typecheck bench clean distclean
+
+all: install
+
+install: $(DEPS_STAMP) $(KAFKA_STAMP) $(SPARK_STAMP)
+
+# Python dependencies (PySpark, confluent-kafka, cryptography, hvac, boto3, moto, OpenBao's CLI, test tools).
+$(DEPS_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "strongroom needs Python >= 3.11")'
+	@command -v java >/dev/null || { echo "error: java not found (install a Java 17+ runtime: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Apache Kafka broker + tools jars from Maven Central (cached under $(STRONGROOM_CACHE)).
+$(KAFKA_STAMP): src/strongroom/resources/kafka-pom.xml | $(DEPS_STAMP)
+	@command -v mvn >/dev/null || { echo "error: mvn not found (install Maven: apt-get install maven)"; exit 1; }
+	$(BIN)/python -m strongroom.testing.kafka_dist
+
+# Spark's Kafka connector (spark-sql-kafka-0-10 matching PySpark) into the Ivy cache.
+$(SPARK_STAMP): $(DEPS_STAMP) src/strongroom/resources/ivysettings.xml
+	$(BIN)/python -m strongroom.spark.session
+	touch $@
+
+demo: install
+	$(BIN)/strongroom demo
+
+test: install check
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: $(DEPS_STAMP)
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+test-integration: install
+	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+
+check: lint typecheck
+
+lint: $(DEPS_STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(DEPS_STAMP)
+	$(BIN)/mypy
+
+bench: install
+	@for b in bench/*_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info spark-warehouse metastore_db
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,97 @@
+"""The demo story, chapter by chapter, on a real local stack it starts and stops itself.
+
+Each chapter is a function ``(ctx) -> dict`` that narrates what it does on stderr-free text output
+and returns facts for the JSON summary. Chapters run in order; a failed chapter stops the story
+with its error and the stack is still stopped.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strongroom.cli.output import Output
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from strongroom.testing.kafka_cluster import KafkaCluster
+    from strongroom.testing.openbao import OpenBaoServer
+
+EVENTS_TOPIC = "customer-events"
+
+
+@dataclass
+class DemoContext:
+    out: Output
+    workdir: Path
+    cluster: KafkaCluster
+    openbao: OpenBaoServer
+    spark_factory: Callable[[], SparkSession]
+    facts: dict[str, Any] = field(default_factory=dict)
+    _spark: SparkSession | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = self.spark_factory()
+        return self._spark
+
+    def say(self, text: str) -> None:
+        if self.out.name == "text":
+            print(text, flush=True)
+        else:
+            self.out.note(text)
+
+
+Chapter = Callable[[DemoContext], dict[str, Any]]
+
+
+@contextmanager
+def demo_stack(out: Output) -> Iterator[DemoContext]:
+    from strongroom.spark.session import build_spark_session
+    from strongroom.testing.kafka_cluster import KafkaCluster
+    from strongroom.testing.openbao import OpenBaoServer
+
+    workdir = Path(tempfile.mkdtemp(prefix="strongroom-demo-"))
+    cluster = KafkaCluster(brokers=1)
+    bao = OpenBaoServer()
+    ctx: DemoContext | None = None
+    try:
+        t0 = time.monotonic()
+        cluster.start()
+        bao.start()
+        ctx = DemoContext(
+            out=out,
+            workdir=workdir,
+            cluster=cluster,
+            openbao=bao,
+            spark_factory=lambda: build_spark_session(app_name="strongroom-demo"),
+        )
+        ctx.say(f"    Kafka {cluster.bootstrap_servers} and OpenBao {bao.address} up in {time.monotonic() - t0:.1f}s")
+        yield ctx
+    finally:
+        if ctx is not None and ctx._spark is not None:
+            ctx._spark.stop()
+        bao.stop()
+        cluster.stop()
+
+
+def run_story(out: Output, chapters: list[tuple[str, Chapter]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"chapters": []}
+    print_ = print if out.name == "text" else out.note
+    print_("==> Starting the embedded local stack (1 Kafka broker, OpenBao with Transit)")
+    with demo_stack(out) as ctx:
+        for number, (title, chapter) in enumerate(chapters, start=1):
+            print_(f"\n==> {number}. {title}")
+            t0 = time.monotonic()
+            facts = chapter(ctx)
+            facts["seconds"] = round(time.monotonic() - t0, 1)
+            summary["chapters"].append({"title": title, **facts})
+    print_("\n==> Stack stopped. Demo complete.")
+    return summary

@@ -1,0 +1,106 @@
+"""Resilient librdkafka defaults for every Kafka client strongroom creates, and how to merge user config.
+
+Managed Kafka restarts brokers one at a time during maintenance, sometimes loses two at once, and
+cross-AZ links add latency; librdkafka's defaults give up too early there. These values follow the
+operational guidance collected from production MSK incidents (see docs/kafka-clients.md): re-bootstrap
+when metadata is lost, longer socket and connection-setup timeouts, short capped retry and reconnect
+backoff, and idempotent ``acks=all`` producers that wait out a rolling restart instead of failing.
+
+The same table drives ``strongroom doctor client``, so the defaults we use and the advice we give
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: For every client (producer, consumer, admin).
+COMMON_DEFAULTS: dict[str, Any] = {
+    "metadata.recovery.strategy": "rebootstrap",
+    "metadata.recovery.rebootstrap.trigger.ms": 60_000,
+    "topic.metadata.refresh.interval.ms": 30_000,
+    "metadata.max.age.ms": 90_000,
+    "topic.metadata.propagation.max.ms": 120_000,
+    "socket.connection.setup.timeout.ms": 45_000,
+    "socket.timeout.ms": 90_000,
+    "socket.nagle.disable": True,
+    "retry.backoff.ms": 250,
+    "retry.backoff.max.ms": 1_000,
+    "reconnect.backoff.ms": 250,
+    "reconnect.backoff.max.ms": 10_000,
+}
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "acks": "all",
+    "enable.idempotence": True,
+    "request.timeout.ms": 60_000,
+    # Must exceed socket.timeout.ms and cover a broker restart plus leader election; a rolling
+    # restart or two brokers down briefly must delay delivery, not fail it.
+    "message.timeout.ms": 300_000,
+    "linger.ms": 5,
+    "compression.type": "lz4",
+}
+
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "session.timeout.ms": 45_000,
+    "heartbeat.interval.ms": 3_000,
+    "max.poll.interval.ms": 300_000,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+}
+
+ADMIN_DEFAULTS: dict[str, Any] = dict(COMMON_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where to connect and how to authenticate, shared by every client a command creates.
+
+    ``extra`` holds librdkafka properties from ``--command-config`` (security.protocol, sasl.*, ssl.*).
+    """
+
+    bootstrap_servers: str
+    extra: Mapping[str, Any] | None = None
+
+    def _merge(self, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        merged = dict(defaults)
+        merged["bootstrap.servers"] = self.bootstrap_servers
+        merged.update(self.extra or {})
+        merged.update(overrides or {})
+        return merged
+
+    def producer(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._merge(PRODUCER_DEFAULTS, overrides)
+
+    def consumer(self, group_id: str | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        conf = self._merge(CONSUMER_DEFAULTS, overrides)
+        if group_id is not None:
+            conf["group.id"] = group_id
+        elif "group.id" not in conf:
+            # librdkafka requires a group id even for assign()-only consumers; they never commit.
+            conf["group.id"] = "strongroom-reader"
+        return conf
+
+    def admin(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._merge(ADMIN_DEFAULTS, overrides)
+
+
+def read_properties_file(path: str) -> dict[str, str]:
+    """Read a Java/librdkafka ``.properties`` file (``key=value``, ``#`` comments) as a dict."""
+    result: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for raw in fh:
+            line = raw.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if sep < 0:
+                result[line] = ""
+            else:
+                result[line[:sep].strip()] = line[sep + 1 :].strip()
+    return result

@@ -1,0 +1,145 @@
+"""The embedded local stack behind ``strongroom dev up|down|status`` and ``make demo``.
+
+It is a Kafka cluster (1 broker by default), a persistent OpenBao with Transit (KEKs survive
+``dev down``/``dev up``), optionally a moto server for the AWS KMS API, and the path of the local
+keyring file. ``up`` starts the servers detached from the calling command, records their process
+ids and addresses in ``<STRONGROOM_HOME>/dev/state.json``, and returns; ``down`` stops them.
+Kafka's data is discarded at ``down`` (the cluster is formatted afresh at every ``up``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strongroom.errors import StackError
+from strongroom.paths import dev_dir
+from strongroom.testing.process import kill_pid_group, pid_alive, port_answers
+
+
+@dataclass
+class DevStackState:
+    bootstrap_servers: str
+    kafka: dict[str, Any]
+    openbao: dict[str, Any]
+    local_kms_path: str
+    moto: dict[str, Any] | None = None
+    pids: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "kafka": self.kafka,
+            "openbao": self.openbao,
+            "local_kms_path": self.local_kms_path,
+            "moto": self.moto,
+            "pids": self.pids,
+            "stop_with": "strongroom dev down",
+        }
+
+
+def state_file() -> Path:
+    return dev_dir() / "state.json"
+
+
+def load_state() -> DevStackState | None:
+    path = state_file()
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+        return DevStackState(
+            bootstrap_servers=raw["bootstrap_servers"],
+            kafka=raw["kafka"],
+            openbao=raw["openbao"],
+            local_kms_path=raw["local_kms_path"],
+            moto=raw.get("moto"),
+            pids=list(raw.get("pids", [])),
+        )
+    except (ValueError, KeyError) as exc:
+        raise StackError(
+            f"the dev stack state file {path} is unreadable ({exc})",
+            hint=f"stop any leftover java/bao processes by hand and delete {path}",
+        ) from exc
+
+
+def is_running(state: DevStackState) -> bool:
+    return any(pid_alive(pid) for pid in state.pids)
+
+
+def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
+    """Start the stack detached; if one is already running, return its state unchanged."""
+    existing = load_state()
+    if existing is not None and is_running(existing):
+        return existing
+    from strongroom.testing.kafka_cluster import KafkaCluster
+    from strongroom.testing.moto_server import MotoServer
+    from strongroom.testing.openbao import OpenBaoServer
+
+    base = dev_dir()
+    base.mkdir(parents=True, exist_ok=True)
+    kafka_dir = base / "kafka"
+    shutil.rmtree(kafka_dir, ignore_errors=True)
+    started: list[Any] = []
+    try:
+        bao = OpenBaoServer(persistent_dir=base / "openbao", detached=True).start()
+        started.append(bao)
+        cluster = KafkaCluster(brokers=brokers, base_dir=kafka_dir, detached=True).start()
+        started.append(cluster)
+        moto = None
+        if with_moto:
+            moto = MotoServer(detached=True, log_dir=base / "moto").start()
+            started.append(moto)
+    except BaseException:
+        for server in reversed(started):
+            server.stop()
+        raise
+    pids = [n["pid"] for n in cluster.describe()["nodes"] if n["pid"]]
+    pids += [
+        p
+        for p in (
+            bao.process.pid if bao.process else None,
+            moto.process.pid if moto and moto.process else None,
+        )
+        if p
+    ]
+    state = DevStackState(
+        bootstrap_servers=cluster.bootstrap_servers,
+        kafka=cluster.describe(),
+        openbao=bao.describe(),
+        local_kms_path=str(base / "local-kms.json"),
+        moto=moto.describe() if moto else None,
+        pids=pids,
+    )
+    state_file().write_text(json.dumps(state.to_json(), indent=2))
+    return state
+
+
+def down() -> dict[str, Any]:
+    state = load_state()
+    if state is None:
+        return {"stopped": [], "message": "no dev stack is running"}
+    stopped = []
+    for pid in state.pids:
+        if pid_alive(pid):
+            kill_pid_group(pid)
+            stopped.append(pid)
+    shutil.rmtree(dev_dir() / "kafka", ignore_errors=True)
+    state_file().unlink(missing_ok=True)
+    return {"stopped": stopped, "message": f"stopped {len(stopped)} processes"}
+
+
+def status() -> dict[str, Any]:
+    state = load_state()
+    if state is None:
+        return {"running": False, "message": "no dev stack; start one with `strongroom dev up`"}
+    port = int(state.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
+    return {
+        "running": is_running(state),
+        "kafka_answers": port_answers(port),
+        "processes": {str(pid): pid_alive(pid) for pid in state.pids},
+        **state.to_json(),
+    }

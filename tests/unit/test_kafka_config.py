@@ -1,0 +1,41 @@
+"""Resilient client defaults: present, accepted by librdkafka, overridable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from strongroom.kafka.config import ClientConfig, read_properties_file
+
+
+def test_defaults_are_accepted_by_librdkafka() -> None:
+    cfg = ClientConfig("127.0.0.1:1")
+    # Constructing the clients validates every property name and value in librdkafka.
+    Producer({**cfg.producer(), "log_level": 0})
+    Consumer({**cfg.consumer(), "log_level": 0})
+    AdminClient({**cfg.admin(), "log_level": 0})
+
+
+def test_resilient_values_and_precedence() -> None:
+    cfg = ClientConfig("b:9092", extra={"security.protocol": "SASL_SSL", "acks": "1"})
+    producer = cfg.producer({"linger.ms": 50})
+    assert producer["metadata.recovery.strategy"] == "rebootstrap"
+    assert producer["enable.idempotence"] is True
+    assert producer["message.timeout.ms"] > producer["socket.timeout.ms"]
+    assert producer["security.protocol"] == "SASL_SSL"
+    assert producer["acks"] == "1"  # the user's file wins over our defaults
+    assert producer["linger.ms"] == 50  # an explicit override wins over both
+    assert cfg.consumer("g1")["group.id"] == "g1"
+    assert cfg.consumer()["isolation.level"] == "read_committed"
+
+
+def test_read_properties_file(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("# comment\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism: PLAIN\n\n! other\nempty\n")
+    assert read_properties_file(str(path)) == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "empty": "",
+    }
