@@ -10,6 +10,7 @@ Command groups register themselves in :data:`COMMAND_MODULES` and are imported l
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import sys
 from typing import Any
@@ -24,7 +25,21 @@ from strongroom.errors import StrongroomError
 COMMAND_MODULES: dict[str, str] = {
     "dev": "strongroom.cli.dev:dev",
     "demo": "strongroom.cli.demo:demo",
+    "doctor": "strongroom.cli.doctor:doctor",
+    "audit": "strongroom.cli.audit:audit",
+    "kek": "strongroom.cli.kek:kek",
+    "recover": "strongroom.cli.recover:recover",
+    "keys": "strongroom.cli.keys:keys",
+    "erase": "strongroom.cli.erasure:erase",
+    "erasure": "strongroom.cli.erasure:erasure",
+    "encrypt": "strongroom.cli.pipelines:encrypt",
+    "decrypt": "strongroom.cli.pipelines:decrypt",
 }
+
+
+def _available(target: str) -> bool:
+    return importlib.util.find_spec(target.split(":")[0]) is not None
+
 
 EXIT_HANDLED = 1
 EXIT_UNEXPECTED = 3
@@ -32,10 +47,11 @@ EXIT_UNEXPECTED = 3
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *COMMAND_MODULES})
+        lazy = {name for name, target in COMMAND_MODULES.items() if _available(target)}
+        return sorted({*super().list_commands(ctx), *lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in COMMAND_MODULES:
+        if cmd_name in COMMAND_MODULES and _available(COMMAND_MODULES[cmd_name]):
             module_name, attr = COMMAND_MODULES[cmd_name].split(":")
             command = getattr(importlib.import_module(module_name), attr)
             assert isinstance(command, click.Command)
