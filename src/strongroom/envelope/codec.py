@@ -22,7 +22,7 @@ from cryptography.exceptions import InvalidTag
 from strongroom.crypto import nonces
 from strongroom.crypto.aead import CIPHERS
 from strongroom.crypto.limits import DekUsage
-from strongroom.envelope.aad import RecordContext, aad_frame, build_aad, new_aad_frame
+from strongroom.envelope.aad import RecordContext, aad_frame, new_aad_frame
 from strongroom.envelope.errors import (
     EncodingLimitExceeded,
     IntegrityError,
@@ -48,9 +48,12 @@ from strongroom.envelope.ids import (
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef, WrappedDekRef
 
 _U16: Final = struct.Struct(">H")
-_U32: Final = struct.Struct(">I")
-_MAX_SUBJECT: Final = 0xFFFFFFFF
+_pack_u32: Final = struct.Struct(">I").pack
 _peek_cipher: Final = CIPHERS.peek
+_aad_frame: Final = aad_frame
+_urandom: Final = os.urandom
+_MAX_SEAL_FRAMES: Final = 256
+_new_parsed: Final = tuple.__new__  # ParsedEnvelope's generated __new__ is a Python-level call
 _FIXED_HEADER_SIZE: Final = 4
 _MIN_TAIL: Final = NONCE_SIZE + TAG_SIZE
 _PROFILES: Final = {int(p): p for p in AadProfile}
@@ -95,20 +98,30 @@ def seal(
     ``usage``, when given, is charged one encryption first and raises
     :class:`~strongroom.crypto.DekExhausted` when the DEK must be rotated.
     """
+    # This is every producer's hot path: build_aad is inlined and globals are pre-bound.
     topic, subject, profile = ctx
-    header = key_ref.header(profile)
-    if profile == _PORTABLE:
-        topic = ""
-    # build_aad, inlined: this function is the hot path of every producer.
-    frame = aad_frame((header, topic, field_path)) or new_aad_frame(header, topic, field_path)
-    if len(subject) > _MAX_SUBJECT:
-        raise EncodingLimitExceeded(f"subject of {len(subject)} bytes is longer than the AAD allows")
-    aad = b"".join((frame[0], _U32.pack(len(subject)), subject, frame[1]))
+    frame = key_ref.seal_frames.get((topic, profile, field_path)) or _seal_frame(key_ref, topic, profile, field_path)
+    header, prefix, suffix = frame
     cipher = _peek_cipher(dek) or CIPHERS.get(dek)
     if usage is not None:
         usage.charge()
-    nonce = os.urandom(NONCE_SIZE) if nonces.override is None else nonces.new_nonce()
+    nonce = _urandom(NONCE_SIZE) if nonces.override is None else nonces.new_nonce()
+    try:
+        aad = b"".join((prefix, _pack_u32(len(subject)), subject, suffix))
+    except struct.error:
+        raise EncodingLimitExceeded(f"subject of {len(subject)} bytes is longer than the AAD allows") from None
     return b"".join((header, nonce, cipher.encrypt(nonce, plaintext, aad)))
+
+
+def _seal_frame(key_ref: KeyRef, topic: str, profile: AadProfile, field_path: str) -> tuple[bytes, bytes, bytes]:
+    """Header and fixed AAD parts for sealing under ``key_ref`` (cached on the key reference)."""
+    header = key_ref.header(profile)
+    prefix, suffix = new_aad_frame(header, "" if profile == _PORTABLE else topic, field_path)
+    frames = key_ref.seal_frames
+    if len(frames) >= _MAX_SEAL_FRAMES:
+        frames.clear()
+    frames[topic, profile, field_path] = (header, prefix, suffix)
+    return header, prefix, suffix
 
 
 def parse(envelope: bytes) -> ParsedEnvelope:
@@ -130,7 +143,7 @@ def parse(envelope: bytes) -> ParsedEnvelope:
         end = _SUBJECT_KEY_END
         if size < end:
             raise MalformedEnvelope(f"envelope of {size} bytes is truncated inside its subject key id")
-        key_ref = SubjectKeyRef(envelope[_FIXED_HEADER_SIZE:end])
+        key_ref = SubjectKeyRef.trusted(envelope[_FIXED_HEADER_SIZE:end])
     elif kind == _WRAPPED_DEK:
         key_ref, end = _parse_wrapped_dek(envelope, _FIXED_HEADER_SIZE)
     else:
@@ -143,11 +156,10 @@ def parse(envelope: bytes) -> ParsedEnvelope:
     body = end + 1
     if size - body < _MIN_TAIL:
         raise MalformedEnvelope(
-            f"envelope is truncated: {size - body} bytes after the header, "
-            f"at least {_MIN_TAIL} needed (nonce and tag)"
+            f"envelope is truncated: {size - body} bytes after the header, at least {_MIN_TAIL} needed (nonce and tag)"
         )
     nonce_end = body + NONCE_SIZE
-    return ParsedEnvelope(
+    fields = (
         _V1_ENUM,
         _AES_256_GCM_ENUM,
         key_ref,
@@ -156,6 +168,7 @@ def parse(envelope: bytes) -> ParsedEnvelope:
         envelope[body:nonce_end],
         envelope[nonce_end:],
     )
+    return _new_parsed(ParsedEnvelope, fields)
 
 
 def _parse_wrapped_dek(envelope: bytes, pos: int) -> tuple[WrappedDekRef, int]:
@@ -194,14 +207,18 @@ def open_envelope(
     ``topic_map`` maps physical topic names to the logical names the data was sealed under
     (mirrors). The envelope's own AAD profile decides whether the topic is bound at all.
     """
-    topic = ctx.topic
-    if parsed.aad_profile == _PORTABLE:
+    _, _, _, profile, header, nonce, ciphertext = parsed
+    topic, subject, _ = ctx
+    if profile == _PORTABLE:
         topic = ""
     elif topic_map:
         topic = topic_map.get(topic, topic)
-    aad = build_aad(parsed.header, topic, ctx.subject, field_path)
+    frame = _aad_frame((header, topic, field_path)) or new_aad_frame(header, topic, field_path)
     try:
-        return (_peek_cipher(dek) or CIPHERS.get(dek)).decrypt(parsed.nonce, parsed.ciphertext, aad)
+        aad = b"".join((frame[0], _pack_u32(len(subject)), subject, frame[1]))
+        return (_peek_cipher(dek) or CIPHERS.get(dek)).decrypt(nonce, ciphertext, aad)
+    except struct.error:
+        raise EncodingLimitExceeded(f"subject of {len(subject)} bytes is longer than the AAD allows") from None
     except InvalidTag:
         where = "any topic (portable)" if parsed.aad_profile == _PORTABLE else f"topic {topic!r}"
         field = f", field {field_path}" if field_path else ""
@@ -222,7 +239,5 @@ def decrypt_value(
     parsed = parse(envelope)
     dek = key_lookup(parsed.key_ref)
     if dek is None:
-        raise SubjectErased(
-            f"the key {parsed.key_ref!r} of subject {subject_fingerprint(ctx.subject)} was erased"
-        )
+        raise SubjectErased(f"the key {parsed.key_ref!r} of subject {subject_fingerprint(ctx.subject)} was erased")
     return open_envelope(parsed, dek, ctx, topic_map=topic_map)

@@ -78,8 +78,7 @@ class NotJson(EnvelopeError):
     """A JSON-fields record whose value is not UTF-8 JSON."""
 
     default_hint = (
-        "JSON field encryption needs UTF-8 JSON values; use whole-value mode for this topic "
-        "or fix the producer"
+        "JSON field encryption needs UTF-8 JSON values; use whole-value mode for this topic or fix the producer"
     )
 
 

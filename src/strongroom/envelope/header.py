@@ -34,9 +34,7 @@ def parse_marker(value: bytes | None) -> RecordMarker:
     """Decode a ``strongroom.enc`` header value; raise the precise error for each bad byte."""
     if value is None or len(value) != 2:
         size = "null" if value is None else f"{len(value)} bytes"
-        raise MalformedEnvelope(
-            f"header {RECORD_HEADER_NAME!r} must be exactly 2 bytes (version, mode), got {size}"
-        )
+        raise MalformedEnvelope(f"header {RECORD_HEADER_NAME!r} must be exactly 2 bytes (version, mode), got {size}")
     version, mode = value[0], value[1]
     if version != FormatVersion.V1:
         raise UnsupportedFormatVersion(

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
-import math
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring  # C-accelerated
 from typing import Any, Final, Literal
 
 from strongroom.crypto.limits import DekUsage
@@ -41,6 +42,7 @@ from strongroom.errors import EnvelopeError
 ErasedPolicy = Literal["null", "raise"]
 
 _PREFIX_LEN: Final = len(FIELD_PREFIX)
+_FIELD_PREFIX_BYTES: Final = FIELD_PREFIX.encode("ascii")
 _JSON_TYPES: Final = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
 
 
@@ -48,15 +50,21 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError(f"number {text[:40]} does not fit a double")
-    return number
+# One encoder and one decoder for the process: json.dumps/loads with non-default options build a
+# new one on every call, which costs more than the encryption of a field. NaN/Infinity literals
+# are refused when parsing; numbers that overflow a double (1e400) parse to inf and are refused
+# by the encoder (allow_nan=False) when the document is written back.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if type(value) is str:
+        return str(encode_basestring(value))
+    try:
+        return _ENCODER.encode(value)
+    except ValueError:
+        raise NotJson("value contains a number that does not fit a double (like 1e400)") from None
 
 
 def load_json_object(value: bytes) -> dict[str, Any]:
@@ -66,7 +74,7 @@ def load_json_object(value: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise NotJson(f"value is not UTF-8 (bad byte at offset {exc.start})") from None
     try:
-        document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        document = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise NotJson(f"value is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
@@ -92,9 +100,7 @@ def _decode_field(value: str) -> bytes:
     try:
         return base64.b64decode(value[_PREFIX_LEN:], validate=True)
     except (binascii.Error, ValueError):
-        raise MalformedEnvelope(
-            f"encrypted field string is not valid base64 after {FIELD_PREFIX!r}"
-        ) from None
+        raise MalformedEnvelope(f"encrypted field string is not valid base64 after {FIELD_PREFIX!r}") from None
 
 
 def encrypt_json_fields(
@@ -112,7 +118,7 @@ def encrypt_json_fields(
     at-least-once pipeline does not encrypt twice.
     """
     if not isinstance(rules, FieldRules):
-        rules = FieldRules(rules)
+        rules = _compiled(tuple(rules))
     document = load_json_object(value)
     changed = False
     for path in rules.paths:
@@ -167,17 +173,18 @@ def decrypt_json_fields(
     if on_erased not in ("null", "raise"):
         raise ValueError(f"on_erased must be 'null' or 'raise', got {on_erased!r}")
     document = load_json_object(value)
-    found = _find_sealed(document)
+    found = _find_sealed(document) if _FIELD_PREFIX_BYTES in value else []
     if not found:
         return value
-    keys: dict[KeyRef, bytes | None] = {}
+    keys: dict[bytes, bytes | None] = {}  # by envelope header: one lookup per key per document
     replacements: list[tuple[Any, Any, Any]] = []
     for container, slot, segments in found:
         parsed = parse(_decode_field(container[slot]))
-        path_text = render_path(segments)
-        if parsed.key_ref not in keys:
-            keys[parsed.key_ref] = key_lookup(parsed.key_ref)
-        dek = keys[parsed.key_ref]
+        path_text = _path_text(segments)
+        if parsed.header in keys:
+            dek = keys[parsed.header]
+        else:
+            dek = keys[parsed.header] = key_lookup(parsed.key_ref)
         if dek is None:
             if on_erased == "raise":
                 raise SubjectErased(
@@ -201,26 +208,54 @@ def _open_field(
 ) -> Any:
     plaintext = open_envelope(parsed, dek, ctx, path_text, topic_map=topic_map)
     try:
-        text = plaintext.decode("utf-8")
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _DECODER.decode(plaintext.decode("utf-8"))
     except (ValueError, RecursionError):
         raise MalformedEnvelope(
             f"field {path_text} decrypted to something that is not JSON text; the producer is broken"
         ) from None
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(rules: tuple[str, ...]) -> FieldRules:
+    return FieldRules(rules)
+
+
+@functools.lru_cache(maxsize=4096)
+def _path_text(segments: tuple[Segment, ...]) -> str:
+    return render_path(segments)
+
+
 def _find_sealed(document: dict[str, Any]) -> list[tuple[Any, Any, tuple[Segment, ...]]]:
-    """Every ``sr1:`` string in the document: (container, key or index, path segments)."""
+    """Every ``sr1:`` string in the document: (container, key or index, path segments).
+
+    Containers are walked with a link to their parent step, so a path is only materialised for
+    the (few) encrypted strings, not for every object and array of the document.
+    """
     found: list[tuple[Any, Any, tuple[Segment, ...]]] = []
-    stack: list[tuple[Any, tuple[Segment, ...]]] = [(document, ())]
+    # stack entries: (container, link); a link is None or (parent link, segment)
+    stack: list[tuple[Any, Any]] = [(document, None)]
     while stack:
-        node, path = stack.pop()
-        is_list = isinstance(node, list)
-        slot: Any
-        for slot, child in enumerate(node) if is_list else node.items():
-            if isinstance(child, str):
-                if child.startswith(FIELD_PREFIX):
-                    found.append((node, slot, (*path, WILDCARD if is_list else slot)))
-            elif isinstance(child, dict | list):
-                stack.append((child, (*path, WILDCARD if is_list else slot)))
+        node, link = stack.pop()
+        if isinstance(node, dict):
+            for name, child in node.items():
+                if isinstance(child, str):
+                    if child.startswith(FIELD_PREFIX):
+                        found.append((node, name, _segments((link, name))))
+                elif isinstance(child, dict | list):
+                    stack.append((child, (link, name)))
+        else:
+            for index, child in enumerate(node):
+                if isinstance(child, str):
+                    if child.startswith(FIELD_PREFIX):
+                        found.append((node, index, _segments((link, WILDCARD))))
+                elif isinstance(child, dict | list):
+                    stack.append((child, (link, WILDCARD)))
     return found
+
+
+def _segments(link: Any) -> tuple[Segment, ...]:
+    segments: list[Segment] = []
+    while link is not None:
+        link, segment = link
+        segments.append(segment)
+    return tuple(reversed(segments))

@@ -51,8 +51,7 @@ class FieldPath:
     def __init__(self, segments: Sequence[Segment]) -> None:
         if not segments or segments[0] is None:
             raise InvalidFieldPath(
-                f"field path {render_path(segments)!r} must start with a member name "
-                "(the value is a JSON object)"
+                f"field path {render_path(segments)!r} must start with a member name (the value is a JSON object)"
             )
         self.segments: tuple[Segment, ...] = tuple(segments)
         self.text = render_path(self.segments)

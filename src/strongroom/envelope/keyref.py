@@ -38,7 +38,7 @@ def _headers_by_profile(prefix: bytes) -> tuple[bytes, ...]:
 class SubjectKeyRef:
     """Reference to a per-subject key by its random 16-byte id."""
 
-    __slots__ = ("_headers", "key_id")
+    __slots__ = ("_headers", "key_id", "seal_frames")
     kind: Final = KeyRefKind.SUBJECT_KEY
 
     def __init__(self, key_id: bytes) -> None:
@@ -47,6 +47,17 @@ class SubjectKeyRef:
             raise InvalidKeyRef(f"a subject key id is {SUBJECT_KEY_ID_SIZE} bytes, got {size}")
         self.key_id = key_id
         self._headers: tuple[bytes, ...] | None = None
+        #: Codec-internal cache: (topic, profile, field path) → (header, AAD prefix, AAD suffix).
+        self.seal_frames: dict[tuple[str, int, str], tuple[bytes, bytes, bytes]] = {}
+
+    @classmethod
+    def trusted(cls, key_id: bytes) -> SubjectKeyRef:
+        """Build from bytes the parser already checked (skips validation on the decrypt hot path)."""
+        ref = cls.__new__(cls)
+        ref.key_id = key_id
+        ref._headers = None
+        ref.seal_frames = {}
+        return ref
 
     def encode(self) -> bytes:
         """The key-ref bytes as they appear in the envelope."""
@@ -72,7 +83,7 @@ class SubjectKeyRef:
 class WrappedDekRef:
     """A provider-qualified KEK reference (``vault:orders-kek``) and the EDEK it wrapped."""
 
-    __slots__ = ("_encoded", "_headers", "edek", "kek_ref")
+    __slots__ = ("_encoded", "_headers", "edek", "kek_ref", "seal_frames")
     kind: Final = KeyRefKind.WRAPPED_DEK
 
     def __init__(self, kek_ref: str, edek: bytes) -> None:
@@ -86,13 +97,14 @@ class WrappedDekRef:
         kek_bytes = kek_ref.encode("utf-8")
         if len(kek_bytes) > _MAX_U16 or len(edek) > _MAX_U16:
             raise EncodingLimitExceeded(
-                f"KEK reference ({len(kek_bytes)} bytes) and EDEK ({len(edek)} bytes) "
-                f"must each fit in {_MAX_U16} bytes"
+                f"KEK reference ({len(kek_bytes)} bytes) and EDEK ({len(edek)} bytes) must each fit in {_MAX_U16} bytes"
             )
         self.kek_ref = kek_ref
         self.edek = edek
         self._encoded = _U16.pack(len(kek_bytes)) + kek_bytes + _U16.pack(len(edek)) + edek
         self._headers: tuple[bytes, ...] | None = None
+        #: Codec-internal cache: (topic, profile, field path) → (header, AAD prefix, AAD suffix).
+        self.seal_frames: dict[tuple[str, int, str], tuple[bytes, bytes, bytes]] = {}
 
     @property
     def provider(self) -> str:

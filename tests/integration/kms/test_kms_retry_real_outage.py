@@ -26,9 +26,7 @@ def test_retries_until_the_kms_comes_back(openbao: Any) -> None:
     kek = VaultKekAdmin(openbao.client()).create_kek(new_alias())
     forwarder = TcpForwarder(int(openbao.address.rsplit(":", 1)[1]))
     metered = MeteredKms(_through(forwarder, openbao))
-    kms = RetryingKms(
-        metered, max_attempts=30, base_delay_seconds=0.05, max_delay_seconds=0.2, deadline_seconds=20
-    )
+    kms = RetryingKms(metered, max_attempts=30, base_delay_seconds=0.05, max_delay_seconds=0.2, deadline_seconds=20)
     try:
         forwarder.start_after(0.8)
         pair = kms.generate_dek(kek)
@@ -43,9 +41,7 @@ def test_retries_until_the_kms_comes_back(openbao: Any) -> None:
 
 def test_gives_up_with_the_attempt_count(openbao: Any) -> None:
     forwarder = TcpForwarder(int(openbao.address.rsplit(":", 1)[1]))  # never started
-    kms = RetryingKms(
-        _through(forwarder, openbao), max_attempts=4, base_delay_seconds=0.01, deadline_seconds=10
-    )
+    kms = RetryingKms(_through(forwarder, openbao), max_attempts=4, base_delay_seconds=0.01, deadline_seconds=10)
     with pytest.raises(KmsUnavailable, match=r"after 4 attempt\(s\)") as info:
         kms.resolve_alias("anything")
     assert "retry later" in str(info.value)

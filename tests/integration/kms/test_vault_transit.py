@@ -48,9 +48,7 @@ def admin(openbao: Any) -> Iterator[VaultKekAdmin]:
     twin.close()
 
 
-def test_rotation_keeps_old_edeks_and_wraps_with_the_new_version(
-    vault: VaultKms, admin: VaultKekAdmin
-) -> None:
+def test_rotation_keeps_old_edeks_and_wraps_with_the_new_version(vault: VaultKms, admin: VaultKekAdmin) -> None:
     kek = admin.create_kek(new_alias())
     old = vault.generate_dek(kek)
     assert old.edek.ciphertext.startswith(b"vault:v1:")
@@ -61,9 +59,7 @@ def test_rotation_keeps_old_edeks_and_wraps_with_the_new_version(
     assert vault.unwrap(new.edek) == new.dek
 
 
-def test_soft_delete_refuses_every_use_until_restored(
-    openbao: Any, vault: VaultKms, admin: VaultKekAdmin
-) -> None:
+def test_soft_delete_refuses_every_use_until_restored(openbao: Any, vault: VaultKms, admin: VaultKekAdmin) -> None:
     kek = admin.create_kek(new_alias())
     pair = vault.generate_dek(kek)
     client = openbao.client()
@@ -193,9 +189,7 @@ def openbao_tls() -> Iterator[tuple[str, str, Path]]:
         f"-dev-listen-address=127.0.0.1:{port}",
     ]
     log = (workdir / "bao.log").open("wb")
-    proc = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HOME": str(workdir)}
-    )
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "HOME": str(workdir)})
     try:
         ca = workdir / "vault-ca.pem"
         deadline = time.monotonic() + 60

@@ -46,9 +46,7 @@ def ctx(topic: str = "orders", subject: bytes = b"customer-42", profile: AadProf
 
 @pytest.mark.parametrize("key_ref", REFS)
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize(
-    "plaintext", [b"", b"x", b'{"a": 1}', os.urandom(5000)], ids=["empty", "1", "json", "5k"]
-)
+@pytest.mark.parametrize("plaintext", [b"", b"x", b'{"a": 1}', os.urandom(5000)], ids=["empty", "1", "json", "5k"])
 def test_round_trip(key_ref: KeyRef, profile: AadProfile, plaintext: bytes) -> None:
     envelope = seal(plaintext, DEK, key_ref, ctx(profile=profile))
     parsed = parse(envelope)
@@ -196,9 +194,7 @@ def _with_byte(envelope: bytes, offset: int, value: int) -> bytes:
         (20, 0x03, UnknownAadProfile, "0x03"),
     ],
 )
-def test_each_unknown_id_has_its_own_error(
-    offset: int, value: int, error: type[Exception], text: str
-) -> None:
+def test_each_unknown_id_has_its_own_error(offset: int, value: int, error: type[Exception], text: str) -> None:
     envelope = seal(b"secret", DEK, SUBJECT_REF, ctx())
     with pytest.raises(error, match=text):
         parse(_with_byte(envelope, offset, value))
@@ -211,9 +207,7 @@ def test_not_an_envelope() -> None:
 
 
 def _wrapped(kek: bytes, edek: bytes, tail: bytes = b"\x01" + bytes(28)) -> bytes:
-    return (
-        b"\xf5\x01\x01\x02" + struct.pack(">H", len(kek)) + kek + struct.pack(">H", len(edek)) + edek + tail
-    )
+    return b"\xf5\x01\x01\x02" + struct.pack(">H", len(kek)) + kek + struct.pack(">H", len(edek)) + edek + tail
 
 
 @pytest.mark.parametrize(

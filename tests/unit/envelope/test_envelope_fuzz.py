@@ -179,9 +179,7 @@ def test_hypothesis_mutations(ref_index: int, plaintext: bytes, data: st.DataObj
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
 
@@ -193,9 +191,7 @@ json_values = st.recursive(
     st.binary(max_size=40),
     st.sampled_from(list(AadProfile)),
 )
-def test_hypothesis_json_round_trip(
-    document: dict[str, Any], topic: str, subject: bytes, profile: AadProfile
-) -> None:
+def test_hypothesis_json_round_trip(document: dict[str, Any], topic: str, subject: bytes, profile: AadProfile) -> None:
     ctx = RecordContext(topic, subject, profile)
     rules = ['$["' + json.dumps(key)[1:-1] + '"]' for key in list(document)[:3]]
     value = json.dumps(document).encode()
