@@ -14,9 +14,11 @@ the PORTABLE profile binds no topic at all for data that is renamed freely.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final
 
 from strongroom.envelope.errors import EncodingLimitExceeded
 from strongroom.envelope.ids import AAD_LABEL, AadProfile
@@ -27,17 +29,24 @@ _U32: Final = struct.Struct(">I")
 _PORTABLE: Final = AadProfile.PORTABLE
 
 
-class RecordContext(NamedTuple):
+@dataclass(slots=True)
+class RecordContext:
     """Where a record lives: its (logical) topic, its subject bytes, and the AAD profile to seal with.
 
     ``subject`` is the per-subject id for SUBJECT_KEY envelopes and the record key bytes (``b""``
     for a null key) for WRAPPED_DEK envelopes. ``profile`` matters only when sealing; opening
     uses the profile recorded in the envelope.
+
+    One is built per record, so it is a plain slotted class (half the construction cost of a
+    NamedTuple); treat it as immutable and derive variants with :meth:`replace`.
     """
 
     topic: str
     subject: bytes
     profile: AadProfile = AadProfile.TOPIC
+
+    def replace(self, **changes: Any) -> RecordContext:
+        return dataclasses.replace(self, **changes)
 
 
 def bound_topic(profile: AadProfile, topic: str, topic_map: Mapping[str, str] | None = None) -> str:

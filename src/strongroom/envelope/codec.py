@@ -99,7 +99,7 @@ def seal(
     :class:`~strongroom.crypto.DekExhausted` when the DEK must be rotated.
     """
     # This is every producer's hot path: build_aad is inlined and globals are pre-bound.
-    topic, subject, profile = ctx
+    topic, subject, profile = ctx.topic, ctx.subject, ctx.profile
     frame = key_ref.seal_frames.get((topic, profile, field_path)) or _seal_frame(key_ref, topic, profile, field_path)
     header, prefix, suffix = frame
     cipher = _peek_cipher(dek) or CIPHERS.get(dek)
@@ -208,7 +208,7 @@ def open_envelope(
     (mirrors). The envelope's own AAD profile decides whether the topic is bound at all.
     """
     _, _, _, profile, header, nonce, ciphertext = parsed
-    topic, subject, _ = ctx
+    topic, subject = ctx.topic, ctx.subject
     if profile == _PORTABLE:
         topic = ""
     elif topic_map:

@@ -68,6 +68,12 @@ class IntegrityError(EnvelopeError):
     default_hint = "it may have been moved or tampered with — quarantine it"
 
 
+class UnencryptedField(IntegrityError):
+    """A JSON field that the topic's rules say is encrypted holds plaintext: rewritten or misproduced."""
+
+    default_hint = "quarantine the record and check who can write to the topic and the producer's rules"
+
+
 class SubjectErased(EnvelopeError):
     """The key that sealed this data was erased (crypto-shredded) on purpose; it cannot come back."""
 

@@ -32,6 +32,7 @@ from strongroom.envelope.errors import (
     NotJson,
     NotJsonObject,
     SubjectErased,
+    UnencryptedField,
     subject_fingerprint,
 )
 from strongroom.envelope.ids import FIELD_PREFIX
@@ -137,6 +138,24 @@ def encrypt_json_fields(
     return _dumps(document).encode("utf-8") if changed else value
 
 
+def _check_encrypted(document: dict[str, Any], rules: FieldRules | Sequence[str]) -> None:
+    if not isinstance(rules, FieldRules):
+        rules = _compiled(tuple(rules))
+    for path in rules.paths:
+        *parents, last = path.segments
+        nodes: list[Any] = [document]
+        for segment in parents:
+            nodes = _step(nodes, segment)
+        for node in nodes:
+            for container, slot in _slots(node, last):
+                current = container[slot]
+                if not (isinstance(current, str) and current.startswith(FIELD_PREFIX)):
+                    raise UnencryptedField(
+                        f"field {path.text} should be encrypted but holds a plaintext JSON "
+                        f"{_JSON_TYPES.get(type(current), 'boolean' if isinstance(current, bool) else 'null')}"
+                    )
+
+
 def _step(nodes: list[Any], segment: Segment) -> list[Any]:
     found: list[Any] = []
     for node in nodes:
@@ -163,16 +182,24 @@ def decrypt_json_fields(
     *,
     topic_map: Mapping[str, str] | None = None,
     on_erased: ErasedPolicy = "null",
+    expect_encrypted: FieldRules | Sequence[str] | None = None,
 ) -> bytes:
     """Open every ``sr1:`` field of the JSON object ``value``; all or nothing.
 
     ``key_lookup`` returns the DEK for a key reference, or None if it was erased: the field then
     becomes ``null`` (``on_erased="null"``) or :class:`SubjectErased` is raised. Any other failure
     raises and nothing is returned, so a caller never sees a half-decrypted document.
+
+    Field mode authenticates each encrypted value, not the rest of the document: someone who can
+    rewrite records could replace an ``sr1:`` string with a plaintext value. Readers that know the
+    topic's rules pass them as ``expect_encrypted``; a present value at one of those paths that is
+    not an envelope then raises :class:`UnencryptedField`.
     """
     if on_erased not in ("null", "raise"):
         raise ValueError(f"on_erased must be 'null' or 'raise', got {on_erased!r}")
     document = load_json_object(value)
+    if expect_encrypted is not None:
+        _check_encrypted(document, expect_encrypted)
     found = _find_sealed(document) if _FIELD_PREFIX_BYTES in value else []
     if not found:
         return value

@@ -135,13 +135,13 @@ def test_mutation_fuzz() -> None:
     started = time.monotonic()
     plaintexts = [b"", b"x", json.dumps(DOC).encode(), rng.randbytes(300)]
     envelopes = [
-        (seal(p, DEK, ref, CTX._replace(profile=profile)), p)
+        (seal(p, DEK, ref, CTX.replace(profile=profile)), p)
         for p in plaintexts
         for ref in REFS
         for profile in AadProfile
     ]
     documents = [
-        encrypt_json_fields(json.dumps(DOC).encode(), RULES, DEK, ref, CTX._replace(profile=profile))
+        encrypt_json_fields(json.dumps(DOC).encode(), RULES, DEK, ref, CTX.replace(profile=profile))
         for ref in REFS
         for profile in AadProfile
     ]

@@ -21,6 +21,7 @@ from strongroom.envelope import (
     RecordContext,
     SubjectErased,
     SubjectKeyRef,
+    UnencryptedField,
     WrappedDekRef,
     decrypt_json_fields,
     encrypt_json_fields,
@@ -264,6 +265,18 @@ def test_overlapping_rules_are_refused() -> None:
     with pytest.raises(InvalidFieldPath, match="overlap"):
         FieldRules(["$.a", "$.a"])
     assert len(FieldRules(["$.a.b", "$.a.c"]).paths) == 2
+
+
+def test_expected_fields_that_hold_plaintext_are_refused() -> None:
+    sealed = json.loads(enc(DOC, ["$.email", "$.items[*].email"]))
+    rules = ["$.email", "$.items[*].email", "$.not_there"]
+    value = json.dumps(sealed).encode()
+    assert json.loads(decrypt_json_fields(value, lookup, CTX, expect_encrypted=rules)) == DOC
+    sealed["items"][0]["email"] = "swapped-in@plaintext"
+    with pytest.raises(UnencryptedField, match=r"\$\.items\[\*\]\.email .* string"):
+        decrypt_json_fields(json.dumps(sealed).encode(), lookup, CTX, expect_encrypted=rules)
+    with pytest.raises(IntegrityError):  # UnencryptedField is an integrity failure
+        decrypt_json_fields(b'{"email": null}', lookup, CTX, expect_encrypted=FieldRules(rules))
 
 
 def test_bad_erased_policy_is_refused() -> None:
