@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI and turn errors into one line and an exit code."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="strongroom", standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(code)'s code instead of raising it.
+        code = cli.main(args=argv, prog_name="strongroom", standalone_mode=False)
     except StrongroomError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_HANDLED
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return EXIT_UNEXPECTED
-    return 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 if __name__ == "__main__":
