@@ -1,0 +1,177 @@
+"""Per-topic encryption rules shared by the Spark pipelines and the client library.
+
+A rule says, for the topics it matches: where the data subject comes from (record key, a JSON path in
+the value, or a header), whether the whole value or selected JSON fields are encrypted, which AAD
+profile binds the ciphertext, which topic the encrypted records go to, and what happens to records
+the rule cannot handle (no subject, not JSON in field mode, too large). Rules are pydantic models so a
+YAML/JSON rules file validates itself with messages that name the bad field.
+
+Policies never write plaintext where ciphertext was promised: the only choices are to stop with an
+error (default) or to divert the record, unchanged, to a dead-letter topic that is documented as
+holding plaintext of rejected records (restrict it like the source topic).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from strongroom.envelope.ids import AadProfile
+from strongroom.errors import ConfigError
+
+TOPIC_PLACEHOLDER = "$(topic)"
+_DOTTED_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_\-]*)+$")
+
+
+class SubjectSource(BaseModel):
+    """Where a record's data subject comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: Literal["key", "json", "header"] = "key"
+    #: JSON path in the value for ``json`` (dotted: ``$.customer.id``).
+    path: str | None = None
+    #: Header name for ``header``.
+    header: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SubjectSource:
+        if self.source == "json" and (not self.path or not _DOTTED_PATH.match(self.path)):
+            raise ValueError(f"subject path {self.path!r} must be a dotted JSON path like $.customer.id")
+        if self.source == "header" and not self.header:
+            raise ValueError("subject source 'header' needs the header name")
+        return self
+
+    def describe(self) -> str:
+        if self.source == "json":
+            return f"JSON path {self.path}"
+        if self.source == "header":
+            return f"header {self.header!r}"
+        return "record key"
+
+
+class TopicRule(BaseModel):
+    """How the records of the matching topics are encrypted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: An exact topic name, or a regular expression when ``pattern`` is true.
+    topic: str
+    pattern: bool = False
+    subject: SubjectSource = SubjectSource()
+    #: ``value``: the whole value is one envelope. ``fields``: the listed JSON paths are encrypted.
+    mode: Literal["value", "fields"] = "value"
+    fields: tuple[str, ...] = ()
+    aad_profile: Literal["topic", "portable"] = "topic"
+    #: Output topic template; ``$(topic)`` is the source topic.
+    output_topic: str = "$(topic).enc"
+    #: What to do with a record the rule cannot encrypt (no subject, not JSON in field mode, too large).
+    on_reject: Literal["fail", "dead-letter"] = "fail"
+
+    @field_validator("fields")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from strongroom.envelope.errors import InvalidFieldPath
+        from strongroom.envelope.jsonpath import FieldPath
+
+        for path in value:
+            try:
+                FieldPath.parse(path)
+            except InvalidFieldPath as exc:
+                raise ValueError(exc.problem) from None
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> TopicRule:
+        if self.mode == "fields" and not self.fields:
+            raise ValueError(f"rule for {self.topic!r} is in fields mode but lists no fields")
+        if self.mode == "value" and self.fields:
+            raise ValueError(f"rule for {self.topic!r} lists fields but mode is 'value' (use mode: fields)")
+        if self.mode == "value" and self.subject.source == "json":
+            raise ValueError(
+                f"rule for {self.topic!r} encrypts the whole value but takes the subject from inside it: "
+                "readers could not find the subject (use the record key or a header, or mode: fields)"
+            )
+        if self.mode == "fields" and self.subject.source == "json":
+            subject_path = self.subject.path or ""
+            for field in self.fields:
+                if subject_path == field or subject_path.startswith(field + "."):
+                    raise ValueError(
+                        f"rule for {self.topic!r} encrypts {field}, which holds the subject {subject_path}: "
+                        "readers could not find the subject"
+                    )
+        if self.pattern:
+            try:
+                re.compile(self.topic)
+            except re.error as exc:
+                raise ValueError(f"topic pattern {self.topic!r} is not a valid regular expression: {exc}") from None
+        return self
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.topic, topic) is not None if self.pattern else topic == self.topic
+
+    def output_for(self, topic: str) -> str:
+        return self.output_topic.replace(TOPIC_PLACEHOLDER, topic)
+
+    @property
+    def profile(self) -> AadProfile:
+        return AadProfile.PORTABLE if self.aad_profile == "portable" else AadProfile.TOPIC
+
+
+class EncryptionRules(BaseModel):
+    """An ordered list of rules: the first rule that matches a topic applies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: Annotated[tuple[TopicRule, ...], Field(min_length=1)]
+
+    def rule_for(self, topic: str) -> TopicRule:
+        for rule in self.rules:
+            if rule.matches(topic):
+                return rule
+        raise ConfigError(
+            f"no encryption rule matches topic {topic!r}",
+            hint="add a rule for it, or narrow the subscription to the topics the rules cover",
+        )
+
+    def subscription(self) -> dict[str, str]:
+        """Spark Kafka source options selecting the rules' topics (``subscribe`` or ``subscribePattern``)."""
+        if any(r.pattern for r in self.rules):
+            alternatives = "|".join(r.topic if r.pattern else re.escape(r.topic) for r in self.rules)
+            return {"subscribePattern": alternatives}
+        return {"subscribe": ",".join(r.topic for r in self.rules)}
+
+    @classmethod
+    def load(cls, path: str | Path) -> EncryptionRules:
+        """Read rules from a JSON or YAML file (``rules: [...]``)."""
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            if str(path).endswith((".yaml", ".yml")):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except Exception as exc:  # noqa: BLE001 - any parse error becomes one clear message
+            raise ConfigError(f"cannot parse rules file {path}: {exc}", hint="fix the file's syntax") from None
+        return cls.parse_obj_or_fail(data, str(path))
+
+    @classmethod
+    def parse_obj_or_fail(cls, data: Any, source: str = "rules") -> EncryptionRules:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+            )
+            raise ConfigError(f"invalid encryption rules in {source}: {problems}", hint="fix the rules") from None
+
+    @classmethod
+    def single(cls, topics: Iterable[str], **rule: Any) -> EncryptionRules:
+        """Rules for a list of topics sharing one configuration (the CLI's shorthand)."""
+        return cls.parse_obj_or_fail({"rules": [{"topic": t, **rule} for t in topics]}, "command line")

@@ -1,0 +1,212 @@
+"""Pure DataFrame transforms of the encrypt and decrypt pipelines (no I/O, no key management).
+
+Inputs are DataFrames with Spark's Kafka source schema (``key, value, topic, partition, offset,
+timestamp, timestampType, headers``) plus a small per-batch **keys frame** the job builds on the
+driver; outputs are *sink frames* for :mod:`strongroom.spark.kafka_sink` (``src_*`` coordinates,
+``emit``, ``topic``, ``key``, ``value``, ``headers``, ``timestamp_ms``) with a ``status`` and a
+``reason`` column the job uses to apply its policies.
+
+Keys frames are joined with ``broadcast``: the large side is never shuffled and the DEK column
+exists only in the broadcast relation and in the rows being encrypted. Sessions of the pipelines run
+with ``spark.io.encryption.enabled`` so broadcast blocks, spills and the driver→JVM transfer of the
+keys frame never reach local disk in clear (see docs/pipelines.md).
+
+Whole-value envelopes are sealed and opened in the JVM (:mod:`strongroom.spark.envelope_columns`).
+JSON field mode runs in Python on Arrow batches (``mapInArrow``), with the envelope core's codec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from strongroom.envelope.ids import FIELD_PREFIX, RECORD_HEADER_NAME, ValueMode
+from strongroom.rules import TopicRule
+from strongroom.spark import envelope_columns as ec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: Schema of the per-batch keys frame for encryption (one row per subject of the batch).
+ENCRYPT_KEYS_SCHEMA = "subject string, key_id binary, dek binary, emit boolean"
+#: Schema of the per-batch keys frame for decryption (one row per key id of the batch).
+DECRYPT_KEYS_SCHEMA = "key_id binary, dek binary, key_state string"
+
+# Row statuses (the job turns them into output, dead letters or errors).
+OK = "ok"
+PASSTHROUGH = "passthrough"  # tombstone or record that was never encrypted
+DROPPED = "dropped"  # post-erasure policy 'drop' / erased subject in whole-value mode
+REJECTED = "rejected"  # encrypt side: no subject, not JSON in field mode, too large
+PENDING = "pending"  # decrypt side: key not arrived yet
+ERASED = "erased"
+FAILED = "failed"  # decrypt side: lost KEK, tampered, unknown version
+
+
+def source_coordinates() -> list[Column]:
+    """The Kafka source's coordinates as the sink wants them (columns need an active session)."""
+    return [
+        F.col("topic").alias("src_topic"),
+        F.col("partition").alias("src_partition"),
+        F.col("offset").alias("src_offset"),
+    ]
+
+
+def subject_column(rule: TopicRule) -> Column:
+    """The record's data subject as a string (null when absent) per the rule's subject source."""
+    source = rule.subject
+    if source.source == "key":
+        subject = F.col("key").cast("string")
+    elif source.source == "header":
+        matching = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(source.header))
+        subject = F.element_at(matching, 1)["value"].cast("string")
+    else:
+        subject = F.get_json_object(F.col("value").cast("string"), source.path or "$")
+    return F.when(F.length(subject) > 0, subject)
+
+
+def with_subject(batch: DataFrame, rule: TopicRule) -> DataFrame:
+    return batch.withColumn("subject", subject_column(rule))
+
+
+def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_value_bytes: int) -> DataFrame:
+    """Sink frame encrypting the records of ``batch`` (one rule's topics) under the subjects' keys.
+
+    ``batch`` must already have the ``subject`` column (:func:`with_subject`). Records that cannot be
+    encrypted get ``status = rejected`` and a ``reason``; their value in the frame is their original
+    plaintext so the job can dead-letter them — the job never writes a rejected row to the output topic.
+    """
+    out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
+    joined = batch.join(F.broadcast(keys), on="subject", how="left")
+    tombstone = F.col("value").isNull()
+    if rule.mode == "fields":
+        joined = joined.withColumn("json_ok", _is_json_object(F.col("value")))
+    reason = (
+        F.when(tombstone, F.lit(None))
+        .when(F.col("subject").isNull(), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)"))
+        .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
+        .when(
+            F.length("value") > F.lit(max_value_bytes), F.lit(f"value too large to encrypt (> {max_value_bytes} bytes)")
+        )
+    )
+    if rule.mode == "fields":
+        reason = reason.when(~F.col("json_ok"), F.lit("value is not a JSON object (field mode)"))
+    framed = joined.withColumn("reason", reason).withColumn("out_topic", out_topic)
+    status = (
+        F.when(tombstone, F.lit(PASSTHROUGH))
+        .when(F.col("reason").isNotNull(), F.lit(REJECTED))
+        .when(~F.col("emit"), F.lit(DROPPED))
+        .otherwise(F.lit(OK))
+    )
+    framed = framed.withColumn("status", status)
+    if rule.mode == "value":
+        sealed = ec.seal_whole_value(
+            F.col("value"),
+            F.col("dek"),
+            F.col("key_id"),
+            F.col("out_topic"),
+            F.col("subject").cast("binary"),
+            rule.profile,
+        )
+        framed = framed.withColumn("sealed", F.when(F.col("status") == OK, sealed))
+        mode = ValueMode.WHOLE_VALUE
+    else:
+        framed = _seal_fields(framed, rule)
+        mode = ValueMode.JSON_FIELDS
+    return framed.select(
+        *source_coordinates(),
+        (F.col("status").isin(OK, PASSTHROUGH)).alias("emit"),
+        F.col("out_topic").alias("topic"),
+        "key",
+        # Never the plaintext for an ok row; rejected rows keep theirs for the dead-letter topic only.
+        F.when(F.col("status") == OK, F.col("sealed")).otherwise(F.col("value")).alias("value"),
+        F.when(F.col("status") == OK, ec.with_marker(F.col("headers"), mode))
+        .otherwise(F.col("headers"))
+        .alias("headers"),
+        F.unix_millis("timestamp").alias("timestamp_ms"),
+        "status",
+        "reason",
+    )
+
+
+def _is_json_object(value: Column) -> Column:
+    """True for a value that parses as a JSON object (Jackson); the Python codec re-checks."""
+    text = F.ltrim(value.cast("string"))
+    return F.coalesce(text.startswith("{") & F.get_json_object(text, "$").isNotNull(), F.lit(False))
+
+
+#: Columns carried through the Python field sealer unchanged (the DEK is consumed, never returned).
+_FIELD_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "out_topic", "subject",
+                      "status", "reason")  # fmt: skip
+
+
+def _seal_fields(framed: DataFrame, rule: TopicRule) -> DataFrame:
+    """Encrypt the rule's JSON fields in Python on Arrow batches; errors become a rejection reason.
+
+    One narrow ``mapInArrow`` stage: the rows keep their partitioning (no shuffle of plaintext or keys),
+    the pass-through columns are handed back as the same Arrow arrays, and the DEK column goes in but
+    not out.
+    """
+    inputs = framed.select(*_FIELD_PASSTHROUGH, "dek", "key_id")
+    out_schema = inputs.drop("dek", "key_id").schema.add("sealed", "binary").add("seal_error", "string")
+    sealer = _field_sealer(tuple(rule.fields), int(rule.profile))
+    return (
+        inputs.mapInArrow(sealer, out_schema)
+        .withColumn("status", F.when(F.col("seal_error").isNotNull(), F.lit(REJECTED)).otherwise(F.col("status")))
+        .withColumn("reason", F.coalesce(F.col("reason"), F.col("seal_error")))
+    )
+
+
+def _field_sealer(paths: tuple[str, ...], profile: int) -> Any:
+    def seal_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from strongroom.envelope import AadProfile, RecordContext, SubjectKeyRef, encrypt_json_fields
+        from strongroom.envelope.jsonpath import FieldRules
+        from strongroom.errors import EnvelopeError
+
+        rules = FieldRules(paths)
+        aad_profile = AadProfile(profile)
+        refs: dict[bytes, SubjectKeyRef] = {}
+        for batch in batches:
+            values, deks, key_ids = (batch.column(n).to_pylist() for n in ("value", "dek", "key_id"))
+            topics, subjects, statuses = (batch.column(n).to_pylist() for n in ("out_topic", "subject", "status"))
+            sealed: list[bytes | None] = []
+            errors: list[str | None] = []
+            for i in range(batch.num_rows):
+                if statuses[i] != OK:
+                    sealed.append(None)
+                    errors.append(None)
+                    continue
+                ref = refs.get(key_ids[i]) or refs.setdefault(key_ids[i], SubjectKeyRef(key_ids[i]))
+                ctx = RecordContext(topics[i], subjects[i].encode("utf-8"), aad_profile)
+                try:
+                    sealed.append(encrypt_json_fields(values[i], rules, deks[i], ref, ctx))
+                    errors.append(None)
+                except EnvelopeError as exc:
+                    sealed.append(None)
+                    errors.append(exc.problem)
+            columns = [batch.column(name) for name in _FIELD_PASSTHROUGH]
+            columns += [pa.array(sealed, pa.binary()), pa.array(errors, pa.string())]
+            yield pa.RecordBatch.from_arrays(columns, names=[*_FIELD_PASSTHROUGH, "sealed", "seal_error"])
+
+    return seal_batches
+
+
+def field_mode_marker_present(headers: Column) -> Column:
+    """True when the record carries the strongroom marker header (any mode)."""
+    return F.exists(
+        F.coalesce(headers, F.array().cast(ec.headers_type())), lambda h: h["key"] == F.lit(RECORD_HEADER_NAME)
+    )
+
+
+def field_key_id(value: Column) -> Column:
+    """The key id of the first ``sr1:`` field of a JSON value, read in the JVM.
+
+    The first 21 envelope bytes (magic … profile, holding the 16-byte key id at offset 4) are exactly
+    the first 28 base64 characters of the field string, so no JSON parse is needed to find the key.
+    """
+    b64 = F.regexp_extract(value.cast("string"), '"' + FIELD_PREFIX + r"([A-Za-z0-9+/]{28})", 1)
+    return F.when(F.length(b64) == 28, F.substring(F.unbase64(b64), ec.KEY_ID_POS, 16))
