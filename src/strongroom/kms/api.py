@@ -186,8 +186,7 @@ class Kms(ABC):
         """Refuse an EDEK written by another provider (so a typo'd config fails clearly)."""
         if edek.provider != self.name:
             raise EdekInvalid(
-                f"EDEK of {edek.kek_ref!r} was wrapped by KMS provider {edek.provider!r}, "
-                f"but this KMS is {self.name!r}"
+                f"EDEK of {edek.kek_ref!r} was wrapped by KMS provider {edek.provider!r}, but this KMS is {self.name!r}"
             )
 
     def __enter__(self) -> Self:

@@ -184,9 +184,7 @@ class AwsKms(Kms):
 
     def unwrap(self, edek: Edek) -> bytes:
         self.check_provider(edek)
-        response = self._call(
-            edek.kek_id, self._client.decrypt, KeyId=edek.kek_id, CiphertextBlob=edek.ciphertext
-        )
+        response = self._call(edek.kek_id, self._client.decrypt, KeyId=edek.kek_id, CiphertextBlob=edek.ciphertext)
         plaintext: bytes = response["Plaintext"]
         return plaintext
 
@@ -224,9 +222,7 @@ class AwsKms(Kms):
             message = str(error.get("Message", ""))
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
             return self._map_code(code, message, status, ref)
-        if isinstance(
-            exc, botocore.exceptions.NoCredentialsError | botocore.exceptions.PartialCredentialsError
-        ):
+        if isinstance(exc, botocore.exceptions.NoCredentialsError | botocore.exceptions.PartialCredentialsError):
             return KmsAccessDenied(f"no usable AWS credentials for KEK {ref}")
         if isinstance(exc, botocore.exceptions.SSLError):
             return KmsTlsError(f"TLS verification of AWS KMS at {self._where()} failed")

@@ -54,9 +54,7 @@ def kms_key_lookup(kms: Kms | Mapping[str, Kms], subject_keys: KeyLookup | None 
                 )
             return provider.unwrap(edek_of(key_ref))
         if subject_keys is None:
-            raise KmsConfigError(
-                f"record uses a per-subject key {key_ref!r} but this reader has no subject key table"
-            )
+            raise KmsConfigError(f"record uses a per-subject key {key_ref!r} but this reader has no subject key table")
         return subject_keys(key_ref)
 
     return lookup

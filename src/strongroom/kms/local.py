@@ -64,9 +64,7 @@ def _aad(kek_id: str, version: int) -> bytes:
     return _AAD_LABEL + struct.pack(">H", len(kek)) + kek + struct.pack(">I", version)
 
 
-def wrap_with_kek(
-    kek: bytes, kek_id: str, version: int, plaintext: bytes, nonce: bytes | None = None
-) -> bytes:
+def wrap_with_kek(kek: bytes, kek_id: str, version: int, plaintext: bytes, nonce: bytes | None = None) -> bytes:
     """The local EDEK bytes of ``plaintext`` under one KEK version (``nonce`` only for test vectors)."""
     nonce = nonce if nonce is not None else os.urandom(_NONCE_SIZE)
     sealed = AESGCM(kek).encrypt(nonce, plaintext, _aad(kek_id, version))

@@ -72,9 +72,7 @@ class KeyringFile:
             if self.path.exists():
                 if exist_ok:
                     return
-                raise KmsConfigError(
-                    f"keyring {self.path} already exists", hint="use it, or remove it to start afresh"
-                )
+                raise KmsConfigError(f"keyring {self.path} already exists", hint="use it, or remove it to start afresh")
             self._write(empty_keyring(), kdf=None)
 
     # ------------------------------------------------------------------ reading
@@ -133,9 +131,7 @@ class KeyringFile:
 
     def _unseal(self, document: dict[str, Any]) -> KeyringData:
         if self._passphrase is None:
-            raise KmsConfigError(
-                f"keyring {self.path} is passphrase-protected", hint="configure its passphrase"
-            )
+            raise KmsConfigError(f"keyring {self.path} is passphrase-protected", hint="configure its passphrase")
         kdf = document["kdf"]
         key = self._key(base64.b64decode(kdf["salt"]), kdf["n"], kdf["r"], kdf["p"])
         try:

@@ -62,9 +62,7 @@ def kms_from_config(config: Mapping[str, Any]) -> Kms:
     values = dict(config)
     provider = values.pop("provider", None)
     if not isinstance(provider, str) or not provider:
-        raise KmsConfigError(
-            "KMS config has no 'provider'", hint=f"set provider to one of {sorted(PROVIDERS)}"
-        )
+        raise KmsConfigError("KMS config has no 'provider'", hint=f"set provider to one of {sorted(PROVIDERS)}")
     cache = values.pop("cache", True)
     retry = values.pop("retry", True)
     metrics = values.pop("metrics", False)

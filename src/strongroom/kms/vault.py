@@ -19,6 +19,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +46,17 @@ PROVIDER: Final = "vault"
 #: Transit's own pattern for key names (rejecting anything else also rules out path tricks).
 KEY_NAME: Final = re.compile(r"^\w(?:[\w.-]*\w)?$")
 _DEK_BITS: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TransitKeyInfo:
+    """What Transit says about one key (see :meth:`VaultKms.key_info`)."""
+
+    name: str
+    state: KekState
+    latest_version: int
+    min_decryption_version: int
+    deletion_allowed: bool
 
 
 class VaultKmsConfig(ProviderConfig):
@@ -202,6 +214,27 @@ class VaultKms(Kms):
         if response["data"].get("soft_deleted"):
             return KekState.PENDING_DELETION
         return KekState.ENABLED
+
+    def key_info(self, kek_id: str) -> TransitKeyInfo:
+        """Transit details beyond :class:`KekState`, for doctor and recovery.
+
+        ``describe_kek`` reports a key with ``deletion_allowed=true`` as ENABLED (it still works);
+        this is where that risk — one API call from losing every EDEK under it — is visible.
+        """
+        state = self.describe_kek(kek_id)
+        if state is KekState.MISSING:
+            return TransitKeyInfo(kek_id, state, 0, 0, False)
+        try:
+            data = self._transit.read_key(name=kek_id, mount_point=self._mount)["data"]
+        except Exception as exc:  # noqa: BLE001
+            raise self._map(exc, kek_id) from None
+        return TransitKeyInfo(
+            kek_id,
+            state,
+            int(data.get("latest_version", 0)),
+            int(data.get("min_decryption_version", 0)),
+            bool(data.get("deletion_allowed", False)),
+        )
 
     def close(self) -> None:
         self._client.adapter.close()

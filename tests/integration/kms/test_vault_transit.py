@@ -92,6 +92,22 @@ def test_deletion_is_kek_not_found(openbao: Any, vault: VaultKms, admin: VaultKe
         vault.resolve_alias(alias)
 
 
+def test_key_info_shows_what_kek_state_cannot(openbao: Any, vault: VaultKms, admin: VaultKekAdmin) -> None:
+    kek = admin.create_kek(new_alias())
+    admin.rotate_kek(kek)
+    info = vault.key_info(kek)
+    assert (info.state, info.latest_version, info.min_decryption_version, info.deletion_allowed) == (
+        KekState.ENABLED,
+        2,
+        1,
+        False,
+    )
+    openbao.client().secrets.transit.update_key_configuration(name=kek, deletion_allowed=True)
+    assert vault.describe_kek(kek) is KekState.ENABLED  # still usable ...
+    assert vault.key_info(kek).deletion_allowed  # ... but one call away from deletion
+    assert vault.key_info(new_alias()).state is KekState.MISSING
+
+
 def test_a_soft_deleted_key_can_still_be_deleted_for_good(vault: VaultKms, admin: VaultKekAdmin) -> None:
     kek = admin.create_kek(new_alias())
     pair = vault.generate_dek(kek)

@@ -33,9 +33,7 @@ class VaultKekAdmin(KekAdmin):
         """Refuse every existing key version: rotate, then require the new version to decrypt."""
         self.rotate_kek(kek_id)
         latest = self._transit.read_key(name=kek_id, mount_point=self._mount)["data"]["latest_version"]
-        self._transit.update_key_configuration(
-            name=kek_id, min_decryption_version=latest, mount_point=self._mount
-        )
+        self._transit.update_key_configuration(name=kek_id, min_decryption_version=latest, mount_point=self._mount)
 
     def enable_kek(self, kek_id: str) -> None:
         self._transit.update_key_configuration(name=kek_id, min_decryption_version=1, mount_point=self._mount)
