@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: Schema of the per-batch keys frame for encryption (one row per subject of the batch).
 ENCRYPT_KEYS_SCHEMA = "subject string, key_id binary, dek binary, emit boolean"
 #: Schema of the per-batch keys frame for decryption (one row per key id of the batch).
-DECRYPT_KEYS_SCHEMA = "key_id binary, dek binary, key_state string"
+DECRYPT_KEYS_SCHEMA = "key_id binary, dek binary, key_state string, key_reason string"
 
 # Row statuses (the job turns them into output, dead letters or errors).
 OK = "ok"
@@ -61,7 +61,7 @@ def subject_column(rule: TopicRule) -> Column:
         subject = F.col("key").cast("string")
     elif source.source == "header":
         matching = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(source.header))
-        subject = F.element_at(matching, 1)["value"].cast("string")
+        subject = F.try_element_at(matching, F.lit(1))["value"].cast("string")
     else:
         subject = F.get_json_object(F.col("value").cast("string"), source.path or "$")
     return F.when(F.length(subject) > 0, subject)
@@ -210,3 +210,174 @@ def field_key_id(value: Column) -> Column:
     """
     b64 = F.regexp_extract(value.cast("string"), '"' + FIELD_PREFIX + r"([A-Za-z0-9+/]{28})", 1)
     return F.when(F.length(b64) == 28, F.substring(F.unbase64(b64), ec.KEY_ID_POS, 16))
+
+
+# --------------------------------------------------------------------------------------------- decrypt
+
+#: Key states a decrypt keys frame may carry.
+KEY_AVAILABLE, KEY_ERASED, KEY_PENDING, KEY_LOST = "available", "erased", "pending", "lost"
+
+
+def envelope_key_id_column(rule: TopicRule) -> Column:
+    """The subject key id a record was sealed under (null when the record carries no envelope)."""
+    if rule.mode == "fields":
+        return field_key_id(F.col("value"))
+    return F.when(ec.is_subject_key_envelope(F.col("value")), ec.envelope_key_id(F.col("value")))
+
+
+def marker_column() -> Column:
+    """The value of the ``strongroom.enc`` header (null when absent)."""
+    matching = F.filter(
+        F.coalesce(F.col("headers"), F.array().cast(ec.headers_type())), lambda h: h["key"] == F.lit(RECORD_HEADER_NAME)
+    )
+    return F.try_element_at(matching, F.lit(1))["value"]
+
+
+def with_key_ids(batch: DataFrame, rule: TopicRule) -> DataFrame:
+    """Add ``subject``, ``marker`` and ``key_id`` (what the driver needs to look keys up)."""
+    return (
+        batch.withColumn("subject", subject_column(rule))
+        .withColumn("marker", marker_column())
+        .withColumn("key_id", envelope_key_id_column(rule))
+    )
+
+
+def decrypt_frame(
+    batch: DataFrame,
+    keys: DataFrame,
+    rule: TopicRule,
+    *,
+    logical_topic: Column,
+    output_topic: Column,
+    erased_value: str = "drop",
+) -> DataFrame:
+    """Sink frame opening the records of ``batch`` (from :func:`with_key_ids`) with the batch's keys.
+
+    ``logical_topic`` is the topic the ciphertext is bound to (the physical topic, or its logical name
+    for mirrored topics). Statuses: ``ok``; ``passthrough`` (tombstones and records without an
+    envelope); ``pending`` (key not arrived); ``erased`` (whole value: dropped, or kept with a null
+    value when ``erased_value == "null"``; fields: the encrypted fields become null and the record is
+    ``ok``); ``failed`` with a reason (lost KEK, tampered or moved, unknown version).
+    A failed, pending or dropped row never carries plaintext.
+    """
+    expected_marker = bytes((1, ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE))
+    joined = batch.join(F.broadcast(keys), on="key_id", how="left")
+    no_envelope = F.col("key_id").isNull() & F.col("marker").isNull()
+    reason = (
+        F.when(F.col("value").isNull() | no_envelope, F.lit(None))
+        .when(F.col("marker").isNotNull() & (F.col("marker") != F.lit(expected_marker)),
+              F.concat(F.lit("unknown or unexpected strongroom.enc header 0x"), F.hex("marker"),
+                       F.lit(f" (this reader expects 0x{expected_marker.hex()}); upgrade strongroom or fix the rule")))
+        .when(F.col("key_id").isNull(), F.lit("record is marked encrypted but its value is not a readable envelope"))
+        .when(F.col("key_state") == KEY_LOST, F.coalesce(F.col("key_reason"), F.lit("the key's KEK is lost")))
+    )  # fmt: skip
+    status = (
+        F.when(F.col("value").isNull() | no_envelope, F.lit(PASSTHROUGH))
+        .when(reason.isNotNull(), F.lit(FAILED))
+        .when(F.col("key_state").isNull() | (F.col("key_state") == KEY_PENDING), F.lit(PENDING))
+        .when((F.col("key_state") == KEY_ERASED) & F.lit(rule.mode == "value"), F.lit(ERASED))
+        .otherwise(F.lit(OK))
+    )
+    framed = joined.withColumn("reason", reason).withColumn("status", status).withColumn("logical_topic", logical_topic)
+    if rule.mode == "value":
+        opened = ec.open_whole_value(
+            F.col("value"), F.col("dek"), F.col("logical_topic"), F.col("subject").cast("binary")
+        )
+        framed = framed.withColumn("opened", F.when(F.col("status") == OK, opened))
+        not_opened = (F.col("status") == OK) & F.col("opened").isNull()
+        framed = framed.withColumn("status", F.when(not_opened, F.lit(FAILED)).otherwise(F.col("status"))).withColumn(
+            "reason",
+            F.when(
+                (F.col("status") == FAILED) & F.col("reason").isNull(),
+                F.concat(F.lit("integrity check failed: the record was altered, or moved from another topic or subject "
+                               "(bound to topic "), F.col("logical_topic"), F.lit(")")),
+            ).otherwise(F.col("reason")),
+        )  # fmt: skip
+    else:
+        framed = _open_fields(framed, rule)
+    erased_keep = F.lit(erased_value == "null") & (F.col("status") == ERASED)
+    value = (
+        F.when(F.col("status") == OK, F.col("opened"))
+        .when(F.col("status") == PASSTHROUGH, F.col("value"))
+        .otherwise(F.lit(None).cast("binary"))
+    )
+    return framed.select(
+        *source_coordinates(),
+        ((F.col("status").isin(OK, PASSTHROUGH)) | erased_keep).alias("emit"),
+        output_topic.alias("topic"),
+        "key",
+        value.alias("value"),
+        ec.without_marker(F.col("headers")).alias("headers"),
+        F.unix_millis("timestamp").alias("timestamp_ms"),
+        "status",
+        "reason",
+        "subject",
+        "key_id",
+        F.col("value").alias("ciphertext"),
+    )
+
+
+_FIELD_OPEN_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "subject",
+                           "key_id", "status", "reason", "logical_topic")  # fmt: skip
+
+
+def _open_fields(framed: DataFrame, rule: TopicRule) -> DataFrame:
+    inputs = framed.select(*_FIELD_OPEN_PASSTHROUGH, "dek", "key_state")
+    out_schema = inputs.drop("dek", "key_state").schema.add("opened", "binary").add("open_error", "string")
+    opener = _field_opener(tuple(rule.fields))
+    out = inputs.mapInArrow(opener, out_schema)
+    return out.withColumn(
+        "status", F.when(F.col("open_error").isNotNull(), F.lit(FAILED)).otherwise(F.col("status"))
+    ).withColumn("reason", F.coalesce(F.col("reason"), F.col("open_error")))
+
+
+def _field_opener(paths: tuple[str, ...]) -> Any:
+    def open_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        from strongroom.envelope import RecordContext, decrypt_json_fields
+        from strongroom.envelope.jsonpath import FieldRules
+        from strongroom.errors import EnvelopeError
+
+        expected = FieldRules(paths)
+        for batch in batches:
+            values, deks, key_ids, states = (
+                batch.column(n).to_pylist() for n in ("value", "dek", "key_id", "key_state")
+            )
+            topics, subjects, statuses = (batch.column(n).to_pylist() for n in ("logical_topic", "subject", "status"))
+            opened: list[bytes | None] = []
+            errors: list[str | None] = []
+            for i in range(batch.num_rows):
+                if statuses[i] != OK:
+                    opened.append(None)
+                    errors.append(None)
+                    continue
+                dek = None if states[i] == KEY_ERASED else deks[i]
+                key_id = key_ids[i]
+
+                def lookup(ref: Any, dek: bytes | None = dek, key_id: bytes = key_id) -> bytes | None:
+                    if ref.key_id != key_id:
+                        raise _MixedKeys(ref.key_id)
+                    return dek
+
+                ctx = RecordContext(topics[i], (subjects[i] or "").encode("utf-8"))
+                try:
+                    opened.append(
+                        decrypt_json_fields(values[i], lookup, ctx, on_erased="null", expect_encrypted=expected)
+                    )
+                    errors.append(None)
+                except EnvelopeError as exc:
+                    opened.append(None)
+                    errors.append(f"{exc.problem} ({exc.hint})")
+                except _MixedKeys:
+                    opened.append(None)
+                    errors.append("the record's fields were sealed under different subject keys")
+            columns = [batch.column(name) for name in _FIELD_OPEN_PASSTHROUGH]
+            columns += [pa.array(opened, pa.binary()), pa.array(errors, pa.string())]
+            yield pa.RecordBatch.from_arrays(columns, names=[*_FIELD_OPEN_PASSTHROUGH, "opened", "open_error"])
+
+    return open_batches
+
+
+class _MixedKeys(Exception):
+    pass
