@@ -1,0 +1,304 @@
+"""``recover apply``: carry out a plan — delete records up to L, or move consumer groups to L — safely.
+
+Conventions of Kafka's own ``kafka-consumer-groups`` tool: a dry run unless ``--execute``; the
+offsets of a group with members cannot be reset. In order:
+
+1. The plan is loaded and its checksum checked (:func:`~strongroom.recovery.plan.load_plan`).
+2. The target cluster must be the plan's (cluster id), the plan must be verified, and each
+   partition's log must still contain what the plan saw (its end offset may only have grown; a
+   shorter log means the topic was recreated or truncated since).
+3. Only partitions whose loss is a prefix are acted on; scattered partitions are refused with the
+   remedy that fits them.
+4. With ``--execute``: the change is made, recorded in the operations log (so the durability audit
+   counts the deletion as intended), then verified — the new log start offsets / committed offsets
+   are read back and must be where the plan said.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from strongroom.errors import StrongroomError
+from strongroom.recovery.errors import ApplyRefused, GroupActive, PlanRejected, VerificationFailed
+from strongroom.recovery.kafka_io import ClusterView
+from strongroom.recovery.plan import PREFIX_SHAPES, Shape
+
+Action = Literal["delete-records", "reset-offsets"]
+
+
+class OperationRecorder(Protocol):
+    """Where applied actions are recorded (the audit's operations log in production)."""
+
+    def record_deletion(self, plan: dict[str, Any], changes: dict[int, tuple[int, int]], reason: str) -> str: ...
+
+    def record_reset(
+        self, plan: dict[str, Any], group: str, changes: dict[int, tuple[int | None, int]], reason: str
+    ) -> str: ...
+
+
+@dataclass
+class ApplyOptions:
+    action: Action
+    groups: Sequence[str] = ()
+    all_groups: bool = False
+    execute: bool = False
+    reason: str | None = None
+
+
+def apply_plan(
+    view: ClusterView,
+    plan: dict[str, Any],
+    options: ApplyOptions,
+    recorder: OperationRecorder | None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Check the plan against the cluster, then report (dry run) or act, record and verify."""
+    say = progress or (lambda message: None)
+    topic = plan["topic"]
+    _check_cluster(view, plan)
+    if not plan["verified"]:
+        raise ApplyRefused(
+            "the plan is unverified (scanned with --no-verify): its counts and stragglers are unknown",
+            hint="run `strongroom recover scan` with verification and apply that plan",
+        )
+    current = view.bounds(topic, [p["partition"] for p in plan["partitions"]])
+    _check_logs(plan, current)
+    targets, skipped = _targets(plan)
+    if not targets:
+        if skipped:
+            raise ApplyRefused(
+                f"every affected partition of {topic!r} has scattered loss "
+                f"({', '.join(str(s['partition']) for s in skipped)}); "
+                "deleting a prefix or skipping to L would discard readable records",
+                hint=" ".join(plan.get("remedy", {}).get("steps", [])) or "see the plan's remedy",
+            )
+        return {
+            "topic": topic,
+            "action": options.action,
+            "executed": False,
+            "changes": [],
+            "note": "no partition of the plan has records that need a lost key: nothing to do",
+        }
+    reason = options.reason or _default_reason(plan)
+    if options.action == "delete-records":
+        report = _delete_records(view, plan, targets, current, options, recorder, reason, say)
+    else:
+        report = _reset_offsets(view, plan, targets, options, recorder, reason, say)
+    report["skipped_scattered"] = [s["partition"] for s in skipped]
+    return report
+
+
+def _check_cluster(view: ClusterView, plan: dict[str, Any]) -> None:
+    cluster_id = view.cluster_id()
+    if cluster_id != plan["cluster_id"]:
+        raise PlanRejected(
+            f"the plan was made on cluster {plan['cluster_id']!r}, but --bootstrap-server "
+            f"{view.client_config.bootstrap_servers} is cluster {cluster_id!r}; nothing was done",
+            hint="point --bootstrap-server at the scanned cluster, or scan this cluster for a plan of its own",
+        )
+
+
+def _check_logs(plan: dict[str, Any], current: dict[int, tuple[int, int]]) -> None:
+    for entry in plan["partitions"]:
+        partition = entry["partition"]
+        if partition not in current:
+            raise PlanRejected(f"partition {partition} of {plan['topic']!r} no longer exists; nothing was done")
+        _, end = current[partition]
+        if end < entry["end"]:
+            raise PlanRejected(
+                f"partition {plan['topic']}-{partition} ends at offset {end} now but at {entry['end']} when it was "
+                "scanned: the topic was recreated or truncated since; nothing was done"
+            )
+
+
+def _targets(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    targets = [p for p in plan["partitions"] if p["shape"] in PREFIX_SHAPES and p["boundary"] > p["log_start"]]
+    skipped = [p for p in plan["partitions"] if p["shape"] == Shape.SCATTERED]
+    return targets, skipped
+
+
+def _default_reason(plan: dict[str, Any]) -> str:
+    lost = [k["kek"] for k in plan.get("keks", []) if k.get("lost")]
+    return f"lost KEK recovery: records under {', '.join(lost) or 'a lost KEK'} cannot be decrypted"
+
+
+def _delete_records(
+    view: ClusterView,
+    plan: dict[str, Any],
+    targets: list[dict[str, Any]],
+    current: dict[int, tuple[int, int]],
+    options: ApplyOptions,
+    recorder: OperationRecorder | None,
+    reason: str,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    topic = plan["topic"]
+    changes: list[dict[str, Any]] = []
+    to_delete: dict[int, int] = {}
+    for entry in targets:
+        partition, boundary = entry["partition"], entry["boundary"]
+        start, _ = current[partition]
+        change = {
+            "partition": partition,
+            "log_start_before": start,
+            "log_start_after": max(start, boundary),
+            "lost_records": entry.get("lost"),
+            "readable_records_also_deleted": entry.get("readable_below_boundary", 0) if start < boundary else 0,
+            "status": "already past L" if start >= boundary else ("deleted" if options.execute else "would delete"),
+        }
+        changes.append(change)
+        if start < boundary:
+            to_delete[partition] = boundary
+    report: dict[str, Any] = {"topic": topic, "action": "delete-records", "executed": False, "changes": changes}
+    if not options.execute or not to_delete:
+        if not options.execute:
+            report["note"] = "dry run: nothing was changed; add --execute to delete these records"
+        return report
+    say(f"deleting records of {len(to_delete)} partition(s) of {topic}")
+    view.delete_records(topic, to_delete)
+    report["executed"] = True
+    if recorder is not None:
+        before_after = {p: (current[p][0], o) for p, o in to_delete.items()}
+        report["operation_id"] = _recorded(lambda: recorder.record_deletion(plan, before_after, reason))
+    after = view.bounds(topic, sorted(to_delete))
+    wrong = {p: after[p][0] for p, o in to_delete.items() if after[p][0] < o}
+    if wrong:
+        raise VerificationFailed(
+            f"after deleting, the log start offsets of {topic} are {wrong}, below the plan's boundaries "
+            f"{ {p: to_delete[p] for p in wrong} }"
+        )
+    report["verified"] = {str(p): after[p][0] for p in sorted(to_delete)}
+    return report
+
+
+def _reset_offsets(
+    view: ClusterView,
+    plan: dict[str, Any],
+    targets: list[dict[str, Any]],
+    options: ApplyOptions,
+    recorder: OperationRecorder | None,
+    reason: str,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    topic = plan["topic"]
+    groups = list(dict.fromkeys(options.groups))
+    if options.all_groups:
+        for entry in targets:
+            for group in entry["groups"]:
+                if group["below_boundary"] and group["group"] not in groups:
+                    groups.append(group["group"])
+    if not groups:
+        raise ApplyRefused(
+            "--reset-offsets needs --group G (repeatable) or --all-groups",
+            hint="the plan lists every group with its committed offset per partition",
+        )
+    partitions = [t["partition"] for t in targets]
+    boundaries = {t["partition"]: t["boundary"] for t in targets}
+    # Refuse before changing anything: every group must be inactive.
+    infos = {g: view.describe_group(g) for g in groups}
+    active = {g: i for g, i in infos.items() if i.active}
+    if active:
+        described = "; ".join(
+            f"group {g!r} is {i.state} with member(s) {', '.join(str(m) for m in i.members) or 'unknown'}"
+            for g, i in active.items()
+        )
+        raise GroupActive(f"cannot reset offsets of an active consumer group: {described}; nothing was done")
+    report: dict[str, Any] = {"topic": topic, "action": "reset-offsets", "executed": False, "groups": []}
+    for group in groups:
+        committed = view.committed(group, topic, partitions)
+        moves: dict[int, tuple[int | None, int]] = {}
+        for p in partitions:
+            before = committed.get(p)
+            if before is None or before < boundaries[p]:
+                moves[p] = (before, boundaries[p])
+        group_entry: dict[str, Any] = {
+            "group": group,
+            "changes": [
+                {
+                    "partition": p,
+                    "committed_before": committed.get(p),
+                    "committed_after": moves[p][1] if p in moves else committed.get(p),
+                    "status": ("reset" if options.execute else "would reset") if p in moves else "already at or past L",
+                }
+                for p in partitions
+            ],
+        }
+        report["groups"].append(group_entry)
+        if not options.execute or not moves:
+            continue
+        say(f"resetting group {group!r} on {len(moves)} partition(s) of {topic}")
+        view.reset_offsets(group, topic, {p: new for p, (_, new) in moves.items()})
+        report["executed"] = True
+        if recorder is not None:
+            group_entry["operation_id"] = _recorded(
+                functools.partial(recorder.record_reset, plan, group, moves, reason)
+            )
+        after = view.committed(group, topic, sorted(moves))
+        wrong = {p: after.get(p) for p, (_, new) in moves.items() if after.get(p) != new}
+        if wrong:
+            raise VerificationFailed(f"after resetting, group {group!r} has committed offsets {wrong} on {topic}")
+        group_entry["verified"] = {str(p): after[p] for p in sorted(moves)}
+    if not options.execute:
+        report["note"] = "dry run: nothing was changed; add --execute to reset these offsets"
+    return report
+
+
+def _recorded(record: Callable[[], str]) -> str:
+    """Record an action that was already carried out; a failure here must say that it *was* carried out."""
+    try:
+        return record()
+    except StrongroomError as exc:
+        raise VerificationFailed(
+            f"the change WAS made, but the operations log did not take the entry: {exc.problem}",
+            hint="record it with `strongroom audit justify` (see docs/audit.md) so the audit counts it as intended",
+        ) from exc
+
+
+class OperationsLogRecorder:
+    """Records applied actions in the durability audit's operations log (``strongroom-operations``)."""
+
+    def __init__(self, oplog: Any) -> None:
+        self.oplog = oplog
+
+    def record_deletion(self, plan: dict[str, Any], changes: dict[int, tuple[int, int]], reason: str) -> str:
+        from strongroom.audit.oplog import DELETE_RECORDS, Operation, PartitionChange
+
+        operation = Operation(
+            kind=DELETE_RECORDS,
+            reason=reason,
+            topic=plan["topic"],
+            partitions=tuple(PartitionChange(p, b, a) for p, (b, a) in sorted(changes.items())),
+            plan_id=plan["checksum"],
+            details=_details(plan, sorted(changes)),
+        )
+        return str(self.oplog.record(operation).id)
+
+    def record_reset(
+        self, plan: dict[str, Any], group: str, changes: dict[int, tuple[int | None, int]], reason: str
+    ) -> str:
+        from strongroom.audit.oplog import OFFSET_RESET, Operation, PartitionChange
+
+        operation = Operation(
+            kind=OFFSET_RESET,
+            reason=reason,
+            topic=plan["topic"],
+            partitions=tuple(PartitionChange(p, b, a) for p, (b, a) in sorted(changes.items())),
+            plan_id=plan["checksum"],
+            details={**_details(plan, sorted(changes)), "group": group},
+        )
+        return str(self.oplog.record(operation).id)
+
+
+def _details(plan: dict[str, Any], partitions: list[int]) -> dict[str, Any]:
+    entries = {p["partition"]: p for p in plan["partitions"]}
+    return {
+        "tool": "strongroom recover apply",
+        "cluster_id": plan["cluster_id"],
+        "lost_keks": [k["kek"] for k in plan.get("keks", []) if k.get("lost")],
+        "lost_records": {str(p): entries[p].get("lost") for p in partitions},
+        "readable_records_below_boundary": {str(p): entries[p].get("readable_below_boundary") for p in partitions},
+        "plan_created_at": plan.get("created_at"),
+    }

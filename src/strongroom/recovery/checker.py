@@ -1,0 +1,302 @@
+"""The cheap readability check: can this key prefix's EDEK still be unwrapped? (No record is decrypted.)
+
+One KMS call per *distinct* EDEK: verdicts are cached by prefix, so a partition whose records share
+one DEK per time window costs one unwrap per window, however many records it holds. Batches go
+through ``Kms.unwrap_many`` (Vault: one ``batch_input`` call per KEK). The unwrapped DEK is dropped
+on the spot — only the verdict is kept.
+
+What counts as what:
+
+* **lost** — the KMS answers that the KEK does not exist, is pending deletion / soft-deleted, or is
+  disabled (:class:`~strongroom.kms.errors.KekNotFound`, :class:`~strongroom.kms.errors.KekDisabled`),
+  or the operator named the KEK with ``--kek`` (assumed lost: a what-if before deleting it);
+* **corrupt** — the prefix does not parse, or the KMS rejects the EDEK as invalid;
+* anything else is **not an answer**: a KMS outage (:class:`~strongroom.kms.errors.KmsUnavailable`,
+  already retried by :class:`~strongroom.kms.retrying.RetryingKms`), denied access, a KMS that does
+  not match the records' provider, a wrong mount. Those abort with :class:`ScanAborted` — a transient
+  failure is never reported as a lost key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from strongroom.errors import KmsError
+from strongroom.kms.api import Edek, KekState, Kms
+from strongroom.kms.errors import EdekInvalid, KekDisabled, KekNotFound, KekPendingDeletion, KmsUnavailable
+from strongroom.recovery.dependency import KeyDependency, KeyStatus, KeyVerdict, RecordKeys, RecordKind
+from strongroom.recovery.errors import ScanAborted
+from strongroom.recovery.formats.base import Headers, MalformedPrefix, RecordFormat
+
+#: Distinct EDEKs per ``unwrap_many`` call.
+BATCH = 100
+
+
+class SubjectKeyChain(Protocol):
+    """Follows a per-subject key to its KMS KEK through the keys topic (implemented over strongroom.keys)."""
+
+    def resolve(self, key_ids: Sequence[bytes]) -> Mapping[bytes, SubjectKeyLink]:
+        """For each known key id: the KEK its wrapping key depends on and whether it opens now."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectKeyLink:
+    """Where a subject key hangs in the hierarchy, and whether it can be opened now."""
+
+    kek: str
+    kek_id: str
+    provider: str
+    wrapping_key: str
+    subject: str
+    status: KeyStatus
+    reason: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordVerdict:
+    """Whether one record is readable, and the verdicts of its key prefixes."""
+
+    kind: RecordKind
+    readable: bool
+    verdicts: tuple[KeyVerdict, ...] = ()
+    problem: str | None = None
+
+    @property
+    def lost(self) -> bool:
+        """True when a key this record needs is lost (the condition recovery repairs)."""
+        return any(v.status is KeyStatus.LOST for v in self.verdicts)
+
+    @property
+    def keks(self) -> list[str]:
+        return sorted({v.kek for v in self.verdicts})
+
+    def reason(self) -> str:
+        if self.problem:
+            return self.problem
+        bad = [v for v in self.verdicts if not v.readable]
+        return bad[0].reason if bad else ""
+
+
+@dataclass
+class CheckerStats:
+    prefixes_checked: int = 0
+    cache_hits: int = 0
+    unwrap_calls: int = 0
+    edeks_unwrapped: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "distinct_key_prefixes": self.prefixes_checked,
+            "cache_hits": self.cache_hits,
+            "kms_unwrap_calls": self.unwrap_calls,
+            "edeks_unwrapped": self.edeks_unwrapped,
+            "by_status": dict(self.by_status),
+        }
+
+
+class AvailabilityChecker:
+    """Decides, per key prefix, whether the key is readable, lost or corrupt — caching every answer."""
+
+    def __init__(
+        self,
+        fmt: RecordFormat,
+        kms: Kms | Mapping[str, Kms] | None,
+        *,
+        assumed_lost: Iterable[str] = (),
+        subject_keys: SubjectKeyChain | None = None,
+    ) -> None:
+        self.format = fmt
+        self._kms_by_name: dict[str, Kms] = (
+            {} if kms is None else dict(kms) if isinstance(kms, Mapping) else {kms.name: kms}
+        )
+        self.assumed_lost = frozenset(assumed_lost)
+        self.subject_keys = subject_keys
+        self._verdicts: dict[bytes, KeyVerdict] = {}
+        self.stats = CheckerStats()
+
+    # ------------------------------------------------------------------ records
+    def check_record(self, headers: Headers, value: bytes | None) -> RecordVerdict:
+        """Readability of one record (PLAIN and TOMBSTONE records are readable as they are)."""
+        keys = self.format.record_keys(headers, value)
+        return self.verdict_of(keys)
+
+    def verdict_of(self, keys: RecordKeys) -> RecordVerdict:
+        if keys.kind is RecordKind.MALFORMED:
+            return RecordVerdict(keys.kind, False, problem=keys.problem)
+        if keys.kind is not RecordKind.ENCRYPTED:
+            return RecordVerdict(keys.kind, True)
+        verdicts = self.check_prefixes(keys.prefixes)
+        ordered = tuple(verdicts[p] for p in keys.prefixes)
+        return RecordVerdict(keys.kind, all(v.readable for v in ordered), ordered)
+
+    # ------------------------------------------------------------------ prefixes
+    def check_prefixes(
+        self, prefixes: Iterable[bytes], progress: Callable[[int, int], None] | None = None
+    ) -> dict[bytes, KeyVerdict]:
+        """Verdicts for many prefixes; unknown ones are parsed and unwrapped in batches of distinct EDEKs."""
+        wanted = list(dict.fromkeys(prefixes))
+        out: dict[bytes, KeyVerdict] = {}
+        todo: list[tuple[bytes, KeyDependency]] = []
+        subject: list[tuple[bytes, KeyDependency]] = []
+        for prefix in wanted:
+            cached = self._verdicts.get(prefix)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                out[prefix] = cached
+                continue
+            try:
+                dependency = self.format.dependency(prefix)
+            except MalformedPrefix as exc:
+                out[prefix] = self._remember(prefix, KeyVerdict(KeyStatus.CORRUPT, None, str(exc)))
+                continue
+            if self._assumed_lost(dependency):
+                why = f"KEK {dependency.label} is assumed lost (--kek)"
+                out[prefix] = self._remember(prefix, KeyVerdict(KeyStatus.LOST, dependency, why))
+            elif dependency.subject_key_id is not None:
+                subject.append((prefix, dependency))
+            else:
+                todo.append((prefix, dependency))
+        if subject:
+            out.update(self._check_subject_keys(subject))
+        for start in range(0, len(todo), BATCH):
+            out.update(self._unwrap_batch(todo[start : start + BATCH]))
+            if progress is not None:
+                progress(min(start + BATCH, len(todo)), len(todo))
+        return out
+
+    def seen(self) -> dict[bytes, KeyVerdict]:
+        """Every verdict reached so far (prefix → verdict)."""
+        return dict(self._verdicts)
+
+    def verdict(self, prefix: bytes) -> KeyVerdict:
+        return self.check_prefixes([prefix])[prefix]
+
+    def _remember(self, prefix: bytes, verdict: KeyVerdict) -> KeyVerdict:
+        self._verdicts[prefix] = verdict
+        self.stats.prefixes_checked += 1
+        key = verdict.status.value
+        self.stats.by_status[key] = self.stats.by_status.get(key, 0) + 1
+        return verdict
+
+    def _assumed_lost(self, dependency: KeyDependency) -> bool:
+        if not self.assumed_lost:
+            return False
+        names = {dependency.kek, dependency.kek_id, dependency.label}
+        return not names.isdisjoint(self.assumed_lost)
+
+    def kms_for(self, provider: str) -> Kms:
+        kms = self._kms_by_name.get(provider)
+        if kms is None:
+            have = ", ".join(sorted(self._kms_by_name)) or "none"
+            raise ScanAborted(
+                f"records depend on KEKs of KMS {provider!r}, but the KMS configured for this scan is {have}",
+                hint=f"pass the KMS options for {provider!r} (--kms ... ; its name must be {provider!r})",
+            )
+        return kms
+
+    def _unwrap_batch(self, items: Sequence[tuple[bytes, KeyDependency]]) -> dict[bytes, KeyVerdict]:
+        by_edek: dict[Edek, list[tuple[bytes, KeyDependency]]] = {}
+        for prefix, dependency in items:
+            assert dependency.edek is not None
+            by_edek.setdefault(dependency.edek, []).append((prefix, dependency))
+        by_provider: dict[str, list[Edek]] = {}
+        for edek in by_edek:
+            by_provider.setdefault(edek.provider, []).append(edek)
+        out: dict[bytes, KeyVerdict] = {}
+        for provider, edeks in by_provider.items():
+            kms = self.kms_for(provider)
+            self.stats.unwrap_calls += 1
+            self.stats.edeks_unwrapped += len(edeks)
+            try:
+                outcomes = kms.unwrap_many(edeks)
+            except KmsError as exc:
+                raise self._abort(exc, edeks[0]) from exc
+            for edek, outcome in zip(edeks, outcomes, strict=True):
+                for prefix, dependency in by_edek[edek]:
+                    out[prefix] = self._remember(prefix, self._classify(outcome, dependency))
+        return out
+
+    def _classify(self, outcome: bytes | KmsError, dependency: KeyDependency) -> KeyVerdict:
+        if isinstance(outcome, bytes):
+            return KeyVerdict(KeyStatus.READABLE, dependency)  # the DEK itself is dropped here
+        if isinstance(outcome, KekNotFound | KekDisabled):
+            return KeyVerdict(KeyStatus.LOST, dependency, outcome.problem)
+        if isinstance(outcome, EdekInvalid):
+            return KeyVerdict(KeyStatus.CORRUPT, dependency, outcome.problem)
+        assert dependency.edek is not None
+        raise self._abort(outcome, dependency.edek)
+
+    @staticmethod
+    def _abort(exc: KmsError, edek: Edek) -> ScanAborted:
+        if isinstance(exc, KmsUnavailable):
+            return ScanAborted(
+                f"the KMS is unavailable, so readability of records under KEK {edek.kek_ref} cannot be decided: "
+                f"{exc.problem}",
+                hint="this is not a lost key; run the scan again when the KMS answers (no plan was written)",
+            )
+        return ScanAborted(
+            f"the KMS refused to check KEK {edek.kek_ref} ({type(exc).__name__}): {exc.problem}",
+            hint=f"{exc.hint}; then run the scan again (no plan was written)",
+        )
+
+    def _check_subject_keys(self, items: Sequence[tuple[bytes, KeyDependency]]) -> dict[bytes, KeyVerdict]:
+        if self.subject_keys is None:
+            raise ScanAborted(
+                "records use per-subject keys, whose KEK is found through the keys topic, and no keys topic was given",
+                hint="pass --keys-topic (and the KMS options) so recovery can follow subject key → wrapping key → KEK",
+            )
+        ids = [dep.subject_key_id for _, dep in items if dep.subject_key_id is not None]
+        links = self.subject_keys.resolve(ids)
+        out: dict[bytes, KeyVerdict] = {}
+        for prefix, dependency in items:
+            assert dependency.subject_key_id is not None
+            link = links.get(dependency.subject_key_id)
+            if link is None:
+                verdict = KeyVerdict(
+                    KeyStatus.LOST,
+                    dependency,
+                    f"subject key {dependency.subject_key_id.hex()} is not in the keys topic (erased or never written)",
+                )
+            else:
+                resolved = KeyDependency(
+                    kek=link.kek,
+                    kek_id=link.kek_id,
+                    provider=link.provider,
+                    version=link.version,
+                    edek=None,
+                    subject_key_id=dependency.subject_key_id,
+                )
+                if self._assumed_lost(resolved):
+                    verdict = KeyVerdict(KeyStatus.LOST, resolved, f"KEK {resolved.label} is assumed lost (--kek)")
+                else:
+                    verdict = KeyVerdict(link.status, resolved, link.reason)
+            out[prefix] = self._remember(prefix, verdict)
+        return out
+
+    # ------------------------------------------------------------------ KEK states
+    def kek_states(self, dependencies: Iterable[KeyDependency]) -> dict[str, str]:
+        """Each KEK's state in its KMS: enabled / disabled / pending_deletion / missing, or ``unknown: why``."""
+        states: dict[str, str] = {}
+        for dep in dependencies:
+            if dep.kek in states or not dep.kek_id:
+                continue
+            kms = self._kms_by_name.get(dep.provider)
+            if kms is None:
+                states[dep.kek] = f"unknown: no KMS configured for provider {dep.provider!r}"
+                continue
+            try:
+                state: KekState = kms.describe_kek(dep.kek_id)
+            except KmsUnavailable as exc:
+                states[dep.kek] = f"unknown: KMS unavailable ({exc.problem})"
+                continue
+            except KekPendingDeletion:
+                state = KekState.PENDING_DELETION
+            except KmsError as exc:
+                states[dep.kek] = f"unknown: {type(exc).__name__}: {exc.problem}"
+                continue
+            states[dep.kek] = state.value
+        return states

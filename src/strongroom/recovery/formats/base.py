@@ -1,0 +1,103 @@
+"""The interface every record format implements for recovery, and the SQL helpers its Spark side uses.
+
+A format answers three questions:
+
+* :meth:`RecordFormat.record_keys` — for one record (headers + value), its kind and key prefixes;
+* :meth:`RecordFormat.dependency` — for one key prefix, which KEK (and version) it needs and the EDEK
+  to unwrap to prove that KEK is still there;
+* :meth:`RecordFormat.spark_kind_sql` / :meth:`RecordFormat.spark_prefixes_sql` — the same cut as
+  Spark SQL expressions over the Kafka source's ``headers`` and ``value`` columns, so a scan over
+  millions of records runs in the JVM and only distinct prefixes reach Python.
+
+The Python cut and the SQL cut follow the same rules byte for byte (missing bytes read as 0, then
+one length check); an integration test feeds both the same records, garbage included.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from strongroom.recovery.dependency import KeyDependency, RecordKeys
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+
+#: GCM nonce (12) and tag (16): every envelope and Kroxylicious wrapper has at least these after the
+#: key prefix (plus one AAD/profile byte).
+MIN_BODY: Final = 1 + 12 + 16
+
+
+class MalformedPrefix(ValueError):
+    """A key prefix that does not parse; the message names the bad byte (never key material)."""
+
+
+class RecordFormat(ABC):
+    """A record encryption format whose key dependencies recovery can read."""
+
+    #: ``strongroom`` or ``kroxylicious``.
+    name: str
+    #: Name of the record header that marks an encrypted record.
+    marker_header: str
+
+    @abstractmethod
+    def record_keys(self, headers: Headers, value: bytes | None) -> RecordKeys:
+        """Kind and key prefixes of one record (never raises for bad bytes: MALFORMED instead)."""
+
+    @abstractmethod
+    def dependency(self, prefix: bytes) -> KeyDependency:
+        """The KEK a key prefix depends on; :class:`MalformedPrefix` if the bytes do not parse."""
+
+    @abstractmethod
+    def spark_kind_sql(self) -> str:
+        """SQL expression over ``headers``/``value``: 'plain', 'tombstone', 'encrypted' or 'malformed'."""
+
+    @abstractmethod
+    def spark_prefixes_sql(self) -> str:
+        """SQL expression over ``headers``/``value``: the array<binary> of key prefixes (encrypted records)."""
+
+    def describe(self) -> dict[str, str]:
+        """What to write into plans and reports about this format (no secrets)."""
+        return {"format": self.name}
+
+
+def first_header(headers: Headers, name: str) -> tuple[bool, bytes | None]:
+    """``(found, value)`` of the first header called ``name`` (the first one wins in both formats)."""
+    for key, value in headers or ():
+        if key == name:
+            return True, value
+    return False, None
+
+
+def byte_at(data: bytes, index: int) -> int:
+    """The byte at a 0-based index, or 0 past the end (the rule the SQL side follows too)."""
+    return data[index] if 0 <= index < len(data) else 0
+
+
+# ---------------------------------------------------------------------------------------- SQL helpers
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal (single quotes doubled; only ASCII names are ever passed)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_marker(name: str) -> str:
+    """The value of the first header called ``name`` (null when absent)."""
+    return f"get(filter(headers, h -> h.key = {sql_string(name)}), 0).value"
+
+
+def sql_has_marker(name: str) -> str:
+    return f"exists(coalesce(headers, array()), h -> h.key = {sql_string(name)})"
+
+
+def sql_byte(column: str, position: str | int) -> str:
+    """Unsigned byte at a 1-based position of a binary column; 0 past the end."""
+    return f"coalesce(cast(conv(hex(substring({column}, {position}, 1)), 16, 10) as int), 0)"
+
+
+def sql_u16(column: str, position: str | int) -> str:
+    """Big-endian unsigned 16-bit integer at a 1-based position; missing bytes read as 0."""
+    return f"({sql_byte(column, position)} * 256 + {sql_byte(column, f'({position}) + 1')})"
+
+
+def distinct_prefixes(records: Iterable[RecordKeys]) -> set[bytes]:
+    return {prefix for record in records for prefix in record.prefixes}

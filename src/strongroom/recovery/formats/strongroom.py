@@ -1,0 +1,207 @@
+"""strongroom's own records: the ``strongroom.enc`` header and envelope v1 key references.
+
+Key prefix = the envelope's first bytes through the end of its key reference::
+
+    magic F5 | version 01 | cipher 01 | kind | key ref
+    kind 01 SUBJECT_KEY:  16-byte subject key id                       (prefix: 20 bytes)
+    kind 02 WRAPPED_DEK:  u16 len + "provider:kek-id" | u16 len + EDEK  (prefix: 8 + both lengths)
+
+Whole-value records have one prefix; JSON-field records one per encrypted field (``"sr1:<base64
+envelope>"`` strings, found textually — the same regular expression on both the Python and the Spark
+side; a ``\\/`` JSON escape inside the base64 is undone).
+
+A WRAPPED_DEK prefix names its KEK directly. A SUBJECT_KEY prefix names a per-subject key, whose
+KEK is found through the keys topic chain (subject key → wrapping key → KMS KEK); the checker does
+that, not the format.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from strongroom.envelope.ids import (
+    FIELD_PREFIX,
+    MAGIC,
+    RECORD_HEADER_NAME,
+    SUBJECT_KEY_ID_SIZE,
+    Cipher,
+    FormatVersion,
+    KeyRefKind,
+    ValueMode,
+)
+from strongroom.kms.api import Edek
+from strongroom.kms.errors import EdekInvalid
+from strongroom.recovery.dependency import KeyDependency, RecordKeys, RecordKind
+from strongroom.recovery.formats.base import (
+    MIN_BODY,
+    Headers,
+    MalformedPrefix,
+    RecordFormat,
+    byte_at,
+    first_header,
+    sql_byte,
+    sql_marker,
+    sql_u16,
+)
+
+_SUBJECT: Final = int(KeyRefKind.SUBJECT_KEY)
+_WRAPPED: Final = int(KeyRefKind.WRAPPED_DEK)
+_SUBJECT_PREFIX_LEN: Final = 4 + SUBJECT_KEY_ID_SIZE
+_FIELD_RE: Final = re.compile(r'"' + re.escape(FIELD_PREFIX) + r'([A-Za-z0-9+/=\\]*)"')
+_VAULT_VERSION: Final = re.compile(rb"^vault:v(\d+):")
+#: The Spark twin of ``_FIELD_RE`` (a Java regex inside a SQL string literal: backslashes doubled twice).
+_FIELD_SQL_RE: Final = '"sr1:([A-Za-z0-9+/=\\\\\\\\]*)"'
+
+#: Default mapping of a KEK reference's provider name to the KMS kind that wrote its EDEK.
+DEFAULT_KMS_KINDS: Final = {"vault": "vault", "local": "local", "aws": "aws"}
+
+
+def prefix_length(envelope: bytes) -> int:
+    """Length of the key prefix of an envelope (missing bytes read as 0; the caller checks the length)."""
+    kind = byte_at(envelope, 3)
+    if kind == _SUBJECT:
+        return _SUBJECT_PREFIX_LEN
+    if kind == _WRAPPED:
+        kek_len = byte_at(envelope, 4) * 256 + byte_at(envelope, 5)
+        edek_len = byte_at(envelope, 6 + kek_len) * 256 + byte_at(envelope, 7 + kek_len)
+        return 8 + kek_len + edek_len
+    return 4
+
+
+def _envelope_prefix(envelope: bytes) -> bytes | None:
+    """The key prefix, or None when the envelope is too short to hold it plus a nonce and tag."""
+    length = prefix_length(envelope)
+    if len(envelope) < length + MIN_BODY:
+        return None
+    return envelope[:length]
+
+
+class StrongroomFormat(RecordFormat):
+    """Key dependencies of strongroom envelopes (whole-value and JSON-field mode)."""
+
+    name = "strongroom"
+    marker_header = RECORD_HEADER_NAME
+
+    def __init__(self, kms_kinds: Mapping[str, str] | None = None) -> None:
+        #: provider name in KEK references → KMS kind ("vault", "local", "aws"), for reading versions.
+        self.kms_kinds = dict(DEFAULT_KMS_KINDS if kms_kinds is None else kms_kinds)
+
+    # ------------------------------------------------------------------ Python side
+    def record_keys(self, headers: Headers, value: bytes | None) -> RecordKeys:
+        found, marker = first_header(headers, RECORD_HEADER_NAME)
+        if not found:
+            return RecordKeys.plain(value)
+        if marker is None or len(marker) != 2 or marker[0] != FormatVersion.V1:
+            return RecordKeys.malformed(f"header {RECORD_HEADER_NAME!r} is not a version-1 marker")
+        if value is None:
+            return RecordKeys.malformed(f"record has a {RECORD_HEADER_NAME!r} header but a null value")
+        if marker[1] == ValueMode.WHOLE_VALUE:
+            prefix = _envelope_prefix(value)
+            if prefix is None:
+                return RecordKeys.malformed(f"envelope of {len(value)} bytes is truncated")
+            return RecordKeys(RecordKind.ENCRYPTED, (prefix,))
+        if marker[1] == ValueMode.JSON_FIELDS:
+            return self._json_keys(value)
+        return RecordKeys.malformed(f"header {RECORD_HEADER_NAME!r} has unknown value mode 0x{marker[1]:02x}")
+
+    def _json_keys(self, value: bytes) -> RecordKeys:
+        prefixes: list[bytes] = []
+        for match in _FIELD_RE.finditer(value.decode("utf-8", errors="replace")):
+            try:
+                envelope = base64.b64decode(match.group(1).replace("\\", ""), validate=True)
+            except (binascii.Error, ValueError):
+                return RecordKeys.malformed(f"an encrypted field is not base64 after {FIELD_PREFIX!r}")
+            prefix = _envelope_prefix(envelope)
+            if prefix is None:
+                return RecordKeys.malformed(f"an encrypted field's envelope of {len(envelope)} bytes is truncated")
+            prefixes.append(prefix)
+        return RecordKeys(RecordKind.ENCRYPTED, tuple(prefixes))
+
+    def dependency(self, prefix: bytes) -> KeyDependency:
+        if len(prefix) < 4 or prefix[0] != MAGIC:
+            raise MalformedPrefix("envelope does not start with the magic byte 0xF5")
+        if prefix[1] != FormatVersion.V1:
+            raise MalformedPrefix(f"envelope format version 0x{prefix[1]:02x} is not 0x01")
+        if prefix[2] != Cipher.AES_256_GCM:
+            raise MalformedPrefix(f"envelope cipher id 0x{prefix[2]:02x} is not known")
+        kind = prefix[3]
+        if kind == _SUBJECT:
+            if len(prefix) != _SUBJECT_PREFIX_LEN:
+                raise MalformedPrefix("subject key reference is not 16 bytes")
+            key_id = prefix[4:]
+            return KeyDependency(
+                kek="(subject key)", kek_id="", provider="", version=None, edek=None, subject_key_id=key_id
+            )
+        if kind != _WRAPPED:
+            raise MalformedPrefix(f"envelope key-reference kind 0x{kind:02x} is not known")
+        kek_len = int.from_bytes(prefix[4:6], "big")
+        edek_start = 8 + kek_len
+        if kek_len == 0 or len(prefix) <= edek_start:
+            raise MalformedPrefix(f"bad KEK reference length {kek_len}")
+        try:
+            kek_ref = prefix[6 : 6 + kek_len].decode("utf-8")
+            edek = Edek.from_kek_ref(kek_ref, prefix[edek_start:])
+        except UnicodeDecodeError:
+            raise MalformedPrefix("KEK reference is not UTF-8") from None
+        except EdekInvalid:
+            raise MalformedPrefix("KEK reference is not 'provider:kek-id'") from None
+        return KeyDependency(
+            kek=edek.kek_ref,
+            kek_id=edek.kek_id,
+            provider=edek.provider,
+            version=self._version(edek),
+            edek=edek,
+        )
+
+    def _version(self, edek: Edek) -> str | None:
+        kind = self.kms_kinds.get(edek.provider)
+        if kind == "vault":
+            match = _VAULT_VERSION.match(edek.ciphertext)
+            return f"v{match.group(1).decode()}" if match else None
+        if kind == "local" and len(edek.ciphertext) >= 5 and edek.ciphertext[0] == 0x01:
+            return f"v{int.from_bytes(edek.ciphertext[1:5], 'big')}"
+        return None
+
+    # ------------------------------------------------------------------ Spark side
+    @staticmethod
+    def _sql_prefix_length(v: str) -> str:
+        kek_len = sql_u16(v, 5)
+        edek_len = sql_u16(v, f"7 + {kek_len}")
+        return (
+            f"(CASE {sql_byte(v, 4)} WHEN {_SUBJECT} THEN {_SUBJECT_PREFIX_LEN} "
+            f"WHEN {_WRAPPED} THEN 8 + {kek_len} + {edek_len} ELSE 4 END)"
+        )
+
+    def _sql_envelopes(self) -> str:
+        """array<binary>: the envelopes of a record (one for whole values, one per field for JSON)."""
+        marker = sql_marker(RECORD_HEADER_NAME)
+        fields = (
+            f"transform(regexp_extract_all(cast(value as string), '{_FIELD_SQL_RE}', 1), "
+            f"s -> try_to_binary(replace(s, '\\\\', ''), 'base64'))"
+        )
+        return (
+            f"(CASE {sql_byte(marker, 2)} WHEN {int(ValueMode.WHOLE_VALUE)} THEN array(value) "
+            f"WHEN {int(ValueMode.JSON_FIELDS)} THEN {fields} END)"
+        )
+
+    def spark_kind_sql(self) -> str:
+        marker = sql_marker(RECORD_HEADER_NAME)
+        has_marker = f"exists(coalesce(headers, array()), h -> h.key = '{RECORD_HEADER_NAME}')"
+        bad_marker = (
+            f"({marker} IS NULL OR length({marker}) != 2 OR {sql_byte(marker, 1)} != {int(FormatVersion.V1)} "
+            f"OR {sql_byte(marker, 2)} NOT IN ({int(ValueMode.WHOLE_VALUE)}, {int(ValueMode.JSON_FIELDS)}))"
+        )
+        too_short = f"length(e) < {self._sql_prefix_length('e')} + {MIN_BODY}"
+        truncated = f"exists({self._sql_envelopes()}, e -> e IS NULL OR {too_short})"
+        return (
+            f"CASE WHEN NOT {has_marker} THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
+            f"WHEN {bad_marker} OR value IS NULL THEN 'malformed' "
+            f"WHEN {truncated} THEN 'malformed' ELSE 'encrypted' END"
+        )
+
+    def spark_prefixes_sql(self) -> str:
+        return f"transform({self._sql_envelopes()}, e -> substring(e, 1, {self._sql_prefix_length('e')}))"

@@ -1,0 +1,341 @@
+"""``recover scan``: binary search per partition, Spark verification of every record, and the plan.
+
+1. Read the cluster id, the partitions and their log start / last stable offsets (one snapshot: the
+   plan is about the records that existed then).
+2. Binary search per partition (:mod:`strongroom.recovery.search`), all partitions in lock-step,
+   one fetched record per probe, judged by the cheap key check.
+3. Verify with Spark: every record of each partition is cut to its key prefixes in the JVM, every
+   distinct prefix is judged once, and per-partition counts come back: lost, stragglers (lost at or
+   above the searched L), readable records below the true L (what a deletion would also remove),
+   corrupt and malformed records (unreadable, but not because of a KEK — they never move L).
+   The true L = 1 + last lost offset replaces the searched one when they differ.
+4. Classify each partition's *shape* and pick the remedy; read every consumer group's committed
+   offsets and the KEKs' states; write the plan with its checksum.
+
+Nothing is changed on the cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from strongroom.recovery.checker import AvailabilityChecker, RecordVerdict
+from strongroom.recovery.dependency import KeyDependency, KeyStatus
+from strongroom.recovery.kafka_io import ClusterView, GroupInfo
+from strongroom.recovery.plan import PLAN_FORMAT, PREFIX_SHAPES, Shape, seal_plan
+from strongroom.recovery.search import ProbedRecord, RecordProbe, SearchResult, probe_budget, search_boundaries
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Progress = Callable[[str, int | None, int | None], None]
+
+ASSUMPTIONS = [
+    "The binary search assumes the loss is a prefix of each partition (one DEK per KEK and time "
+    "window; once a record is readable, every later one is). The Spark verification checks every "
+    "record afterwards; when it finds lost records above the searched boundary (stragglers: writers "
+    "that switched KEKs at different times), L is corrected to 1 + the last lost offset.",
+    "Readable means: the key each envelope names can be unwrapped now (KMS unwrap of the EDEK, or the "
+    "subject key's chain for per-subject keys). Records are not decrypted; a record whose key is "
+    "available but whose ciphertext was tampered with counts as readable here.",
+    "Only lost keys move L. Corrupt or malformed records (bad bytes, EDEKs the KMS rejects as "
+    "invalid) are unreadable whatever happens to KEKs; they are listed, not used to place L.",
+    "The plan covers the records up to each partition's last stable offset at scan time; records "
+    "written later are not examined (the writer should have stopped using the lost KEK).",
+    "A KMS outage, denied access or a KMS that does not match the records aborts the scan: a "
+    "transient failure is never reported as a lost key.",
+]
+
+
+@dataclass
+class ScanOptions:
+    topic: str
+    verify: bool = True
+    #: A partition whose readable records below L exceed this share of its lost records is scattered.
+    max_collateral_ratio: float = 0.1
+    assumed_lost: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _judge(checker: AvailabilityChecker) -> Callable[[ProbedRecord], RecordVerdict]:
+    def judge(record: ProbedRecord) -> RecordVerdict:
+        return checker.check_record(record.headers, record.value)
+
+    return judge
+
+
+def run_scan(
+    view: ClusterView,
+    probe: RecordProbe,
+    checker: AvailabilityChecker,
+    options: ScanOptions,
+    *,
+    spark: SparkSession | None = None,
+    source_options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Search, verify and build the (sealed) plan for one topic. Raises ScanAborted on a KMS outage."""
+    say = progress or (lambda message, done, total: None)
+    topic = options.topic
+    cluster_id = view.cluster_id()
+    partitions = view.partitions(topic)
+    bounds = view.bounds(topic, partitions)
+    say(
+        f"searching {topic}: {len(partitions)} partition(s), {sum(e - s for s, e in bounds.values())} offsets",
+        None,
+        None,
+    )
+
+    started = time.monotonic()
+
+    def on_round(round_no: int, active: int, total: int) -> None:
+        say(f"binary search round {round_no}: {active} partition(s) still searching", total - active, total)
+
+    results = search_boundaries(bounds, probe, _judge(checker), on_round)
+    search_seconds = time.monotonic() - started
+
+    verification: dict[int, dict[str, Any]] = {}
+    lost_keys: dict[str, Any] = {"by_kek": [], "subject_keys": 0, "subject_examples": []}
+    verify_seconds = 0.0
+    if options.verify:
+        if spark is None or source_options is None:
+            raise ValueError("verification needs a SparkSession and Kafka source options")
+        started = time.monotonic()
+        verification, lost_keys = _verify(spark, source_options, topic, bounds, results, checker, say)
+        verify_seconds = time.monotonic() - started
+
+    groups = view.groups_on_topic(topic, partitions)
+    plan_partitions = [_partition_entry(results[p], verification.get(p), groups, options) for p in partitions]
+    keks = _kek_entries(checker, lost_keys)
+    plan: dict[str, Any] = {
+        "format": PLAN_FORMAT,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cluster_id": cluster_id,
+        "bootstrap_servers": view.client_config.bootstrap_servers,
+        "topic": topic,
+        "record_format": checker.format.describe(),
+        "assumed_lost": sorted(options.assumed_lost),
+        "verified": options.verify,
+        "assumptions": ASSUMPTIONS,
+        "keks": keks,
+        "partitions": plan_partitions,
+        "lost_subject_keys": {
+            "count": lost_keys["subject_keys"],
+            "examples": lost_keys["subject_examples"],
+        },
+        "summary": _summary(plan_partitions),
+        "timings": {"search_seconds": round(search_seconds, 3), "verify_seconds": round(verify_seconds, 3)},
+        "kms_checks": checker.stats.to_dict(),
+    }
+    plan["remedy"] = remedy(plan)
+    return seal_plan(plan)
+
+
+def _verify(
+    spark: SparkSession,
+    source_options: Mapping[str, str],
+    topic: str,
+    bounds: Mapping[int, tuple[int, int]],
+    results: Mapping[int, SearchResult],
+    checker: AvailabilityChecker,
+    say: Progress,
+) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+    from strongroom.recovery import spark_jobs
+
+    ranges = {p: (s, e) for p, (s, e) in bounds.items() if e > s}
+    if not ranges:
+        return {}, {"by_kek": [], "subject_keys": 0, "subject_examples": []}
+    say(f"verifying every record of {len(ranges)} partition(s) with Spark", None, None)
+    records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
+    cut = spark_jobs.with_key_prefixes(records, checker.format).cache()
+    try:
+        prefixes = spark_jobs.distinct_prefixes(cut)
+        say(f"checking {len(prefixes)} distinct key prefix(es) against the KMS", None, None)
+        verdicts = checker.check_prefixes(prefixes, lambda done, total: say("key checks", done, total))
+        classified = spark_jobs.classify(cut, spark_jobs.verdict_frame(spark, verdicts)).cache()
+        try:
+            summary = spark_jobs.verification_summary(classified, {p: r.boundary for p, r in results.items()})
+            runs = spark_jobs.lost_ranges(classified)
+            lost_keys = spark_jobs.lost_by_key(classified)
+        finally:
+            classified.unpersist()
+    finally:
+        cut.unpersist()
+    out: dict[int, dict[str, Any]] = {}
+    for row in summary:
+        partition = int(row["partition"])
+        row["lost_ranges"] = runs.get(partition, {"runs": 0, "ranges": []})
+        out[partition] = row
+    return out, lost_keys
+
+
+def _partition_entry(
+    result: SearchResult, verified: dict[str, Any] | None, groups: list[GroupInfo], options: ScanOptions
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "partition": result.partition,
+        "log_start": result.log_start,
+        "end": result.end,
+        "searched_boundary": result.boundary,
+        "fetches": result.probes,
+        "fetch_budget": probe_budget(result.span),
+        "probes": [step.to_list() for step in result.steps],
+    }
+    if result.last_unreadable is not None:
+        offset, keks, reason = result.last_unreadable
+        entry["example_lost_record"] = {"offset": offset, "keks": keks, "reason": reason}
+    if result.span == 0:
+        entry.update(boundary=result.log_start, shape=Shape.EMPTY, records=0, lost=0)
+    elif verified is None and not options.verify:
+        entry.update(boundary=result.boundary, shape=Shape.UNVERIFIED, records=None, lost=None)
+    elif verified is None:  # verified, but Spark read no record (only markers / aborted transactions)
+        entry.update(boundary=result.log_start, shape=Shape.INTACT, records=0, lost=0)
+    else:
+        lost = int(verified["lost"])
+        last_lost = verified["last_lost"]
+        boundary = result.log_start if last_lost is None else int(last_lost) + 1
+        readable_below = int(verified["readable_below"])
+        entry.update(
+            boundary=boundary,
+            records=int(verified["records"]),
+            readable=int(verified["readable"]),
+            lost=lost,
+            first_lost=verified["first_lost"],
+            last_lost=last_lost,
+            stragglers=int(verified["stragglers"]),
+            straggler_offsets=verified["straggler_offsets"],
+            readable_below_boundary=readable_below,
+            corrupt=int(verified["corrupt"]),
+            malformed=int(verified["malformed"]),
+            unreadable_other_offsets=verified["unreadable_other_offsets"],
+            plain=int(verified["plain"]),
+            tombstones=int(verified["tombstones"]),
+            lost_ranges=verified["lost_ranges"],
+        )
+        entry["shape"] = _shape(lost, readable_below, boundary, result.end, options.max_collateral_ratio)
+    entry["groups"] = _group_entries(result.partition, entry["boundary"], groups)
+    return entry
+
+
+def _shape(lost: int, readable_below: int, boundary: int, end: int, max_ratio: float) -> str:
+    if lost == 0:
+        return Shape.INTACT
+    if readable_below > max_ratio * lost:
+        return Shape.SCATTERED
+    return Shape.NO_READABLE_SUFFIX if boundary >= end else Shape.PREFIX
+
+
+def _group_entries(partition: int, boundary: int, groups: list[GroupInfo]) -> list[dict[str, Any]]:
+    entries = []
+    for group in groups:
+        if partition not in group.offsets:
+            continue
+        committed = group.offsets[partition]
+        entries.append(
+            {
+                "group": group.group,
+                "state": group.state,
+                "members": len(group.members),
+                "committed": committed,
+                # No committed offset: the group's auto.offset.reset decides; earliest would hit the loss.
+                "below_boundary": committed is None or committed < boundary,
+            }
+        )
+    return entries
+
+
+def _kek_entries(checker: AvailabilityChecker, lost_keys: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every KEK seen (by the search or the verification) with its state and lost-record count."""
+    deps: dict[str, KeyDependency] = {}
+    lost_records: dict[str, int] = {}
+    lost_labels: set[str] = set()
+    for verdict in checker.seen().values():
+        dep = verdict.dependency
+        if dep is None or not dep.kek_id:
+            continue
+        deps.setdefault(dep.kek, dep)
+        if verdict.status is KeyStatus.LOST:
+            lost_labels.add(dep.kek)
+    for _partition, label, count in lost_keys.get("by_kek", []):
+        kek = str(label).split("@", 1)[0]
+        lost_records[kek] = lost_records.get(kek, 0) + int(count)
+    states = checker.kek_states(deps.values())
+    entries = []
+    for kek in sorted(deps):
+        entries.append(
+            {
+                "kek": kek,
+                "state": states.get(kek, "unknown"),
+                "lost": kek in lost_labels,
+                "lost_records": lost_records.get(kek, 0),
+            }
+        )
+    return entries
+
+
+def _summary(partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    shapes: dict[str, int] = {}
+    for entry in partitions:
+        shapes[entry["shape"]] = shapes.get(entry["shape"], 0) + 1
+    lost = [e.get("lost") for e in partitions]
+    return {
+        "partitions": len(partitions),
+        "shapes": shapes,
+        "lost_records": sum(x for x in lost if x) if all(x is not None for x in lost) else None,
+        "readable_below_boundaries": sum(e.get("readable_below_boundary", 0) for e in partitions),
+        "stragglers": sum(e.get("stragglers", 0) for e in partitions),
+        "fetches": sum(e["fetches"] for e in partitions),
+    }
+
+
+def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The remedy that fits what was found, in the order an operator should try them."""
+    partitions = plan["partitions"]
+    shapes = {e["shape"] for e in partitions}
+    restorable = [k["kek"] for k in plan["keks"] if k["lost"] and k["state"] in ("pending_deletion", "disabled")]
+    steps: list[str] = []
+    if restorable:
+        steps.append(
+            f"KEK(s) {', '.join(restorable)} can still be restored (pending deletion or disabled): cancel the "
+            "deletion / enable them in the KMS first — strongroom readers resume on their own within their "
+            "negative-cache TTL, nothing needs deleting."
+        )
+    if not plan["verified"]:
+        steps.append("This plan is unverified (--no-verify); run the scan with verification before applying it.")
+        return {"kind": "unverified", "steps": steps}
+    if shapes <= {Shape.EMPTY, Shape.INTACT}:
+        steps.append("No record needs a lost key: nothing to do.")
+        return {"kind": "none", "steps": steps}
+    if Shape.SCATTERED in shapes:
+        scattered = [e["partition"] for e in partitions if e["shape"] == Shape.SCATTERED]
+        if plan.get("lost_subject_keys", {}).get("count"):
+            steps.append(
+                f"Loss is scattered across partitions {scattered}: per-subject keys under a lost KEK. Do not delete "
+                "a prefix (it would destroy readable records). Mark the affected subject keys lost so consumers "
+                "skip their records deliberately under the failure policy, or restore the KEK and rewrap the "
+                "wrapping keys under a new KEK."
+            )
+        else:
+            steps.append(
+                f"Lost records are interleaved with readable ones in partitions {scattered}: deleting up to L would "
+                "also delete the readable records listed as readable_below_boundary. Restore the KEK if at all "
+                "possible; otherwise let consumers skip the lost records under their failure policy (skip and "
+                "report) rather than deleting a prefix."
+            )
+    if shapes & PREFIX_SHAPES:
+        file_hint = "--plan PLAN.json"
+        steps.append(
+            "Prefix loss: either move the consumer groups past L "
+            f"(`strongroom recover apply {file_hint} --reset-offsets --group G --execute`, every group listed "
+            "as below_boundary, each stopped first) or delete the records up to L for everyone "
+            f"(`strongroom recover apply {file_hint} --delete-records --execute`). Both skip the readable "
+            "records below L listed per partition. Run without --execute first (dry run)."
+        )
+    kind = "scattered" if Shape.SCATTERED in shapes and not shapes & PREFIX_SHAPES else "prefix"
+    if Shape.SCATTERED in shapes and shapes & PREFIX_SHAPES:
+        kind = "mixed"
+    return {"kind": kind, "steps": steps}
