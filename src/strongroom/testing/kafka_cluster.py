@@ -493,7 +493,7 @@ TOOLS: dict[str, str] = {
     "leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "dump-log": "org.apache.kafka.tools.DumpLogSegments",
-    "configs": "org.apache.kafka.tools.ConfigCommand",
+    "configs": "kafka.admin.ConfigCommand",  # still the Scala class in Kafka 4.3
 }
 
 
