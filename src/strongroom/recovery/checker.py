@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from strongroom.envelope.errors import subject_fingerprint
 from strongroom.errors import KmsError
 from strongroom.kms.api import Edek, KekState, Kms
 from strongroom.kms.errors import EdekInvalid, KekDisabled, KekNotFound, KekPendingDeletion, KmsUnavailable
@@ -32,27 +33,34 @@ from strongroom.recovery.formats.base import Headers, MalformedPrefix, RecordFor
 
 #: Distinct EDEKs per ``unwrap_many`` call.
 BATCH = 100
+#: Cache keys of wrapping-key verdicts (record prefixes start with 0xF5 or 0x00, never with this).
+_WK_PREFIX = b"wk:"
+
+
+def _edek_version(fmt: RecordFormat, edek: Edek) -> str | None:
+    version = getattr(fmt, "edek_version", None)
+    return version(edek) if callable(version) else None
+
+
+class ChainLink(Protocol):
+    """One subject key's place in the hierarchy (``strongroom.keys.KeyChainLink``)."""
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def wk_id(self) -> bytes: ...
+
+    @property
+    def edek(self) -> Edek | None: ...
 
 
 class SubjectKeyChain(Protocol):
-    """Follows a per-subject key to its KMS KEK through the keys topic (implemented over strongroom.keys)."""
+    """Follows subject keys to their wrapping keys and KEKs: ``strongroom.keys.KeyTable`` is one."""
 
-    def resolve(self, key_ids: Sequence[bytes]) -> Mapping[bytes, SubjectKeyLink]:
-        """For each known key id: the KEK its wrapping key depends on and whether it opens now."""
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectKeyLink:
-    """Where a subject key hangs in the hierarchy, and whether it can be opened now."""
-
-    kek: str
-    kek_id: str
-    provider: str
-    wrapping_key: str
-    subject: str
-    status: KeyStatus
-    reason: str = ""
-    version: str | None = None
+    def chain_of(self, key_ids: Iterable[bytes]) -> Mapping[bytes, ChainLink]:
+        """For each live key id: its subject, wrapping key id and the wrapping key's EDEK (no KMS call)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,8 @@ class AvailabilityChecker:
         self.assumed_lost = frozenset(assumed_lost)
         self.subject_keys = subject_keys
         self._verdicts: dict[bytes, KeyVerdict] = {}
+        #: subject key id → (subject fingerprint, wrapping key id hex), for reports (never the subject itself).
+        self.subjects: dict[bytes, tuple[str, str]] = {}
         self.stats = CheckerStats()
 
     # ------------------------------------------------------------------ records
@@ -244,36 +254,69 @@ class AvailabilityChecker:
         )
 
     def _check_subject_keys(self, items: Sequence[tuple[bytes, KeyDependency]]) -> dict[bytes, KeyVerdict]:
+        """Subject key → wrapping key → KEK: one unwrap per distinct wrapping key, never per subject."""
         if self.subject_keys is None:
             raise ScanAborted(
                 "records use per-subject keys, whose KEK is found through the keys topic, and no keys topic was given",
                 hint="pass --keys-topic (and the KMS options) so recovery can follow subject key → wrapping key → KEK",
             )
         ids = [dep.subject_key_id for _, dep in items if dep.subject_key_id is not None]
-        links = self.subject_keys.resolve(ids)
+        links = self.subject_keys.chain_of(ids)
+        wrapping: dict[bytes, tuple[bytes, KeyDependency]] = {}
+        for link in links.values():
+            if link.edek is not None and link.wk_id not in wrapping:
+                wk_dep = KeyDependency(
+                    kek=link.edek.kek_ref,
+                    kek_id=link.edek.kek_id,
+                    provider=link.edek.provider,
+                    version=_edek_version(self.format, link.edek),
+                    edek=link.edek,
+                )
+                wrapping[link.wk_id] = (_WK_PREFIX + link.wk_id, wk_dep)
+        todo: list[tuple[bytes, KeyDependency]] = []
+        for wk_prefix, wk_dep in wrapping.values():
+            if wk_prefix in self._verdicts:
+                continue
+            if self._assumed_lost(wk_dep):
+                why = f"KEK {wk_dep.label} is assumed lost (--kek)"
+                self._remember(wk_prefix, KeyVerdict(KeyStatus.LOST, wk_dep, why))
+            else:
+                todo.append((wk_prefix, wk_dep))
+        for start in range(0, len(todo), BATCH):
+            self._unwrap_batch(todo[start : start + BATCH])
         out: dict[bytes, KeyVerdict] = {}
         for prefix, dependency in items:
-            assert dependency.subject_key_id is not None
-            link = links.get(dependency.subject_key_id)
-            if link is None:
+            key_id = dependency.subject_key_id
+            assert key_id is not None
+            found = links.get(key_id)
+            if found is None:
+                verdict = KeyVerdict(
+                    KeyStatus.ERASED,
+                    dependency,
+                    f"subject key {key_id.hex()} is not live in the keys topic (erased on purpose, or never written)",
+                )
+            elif found.edek is None:
                 verdict = KeyVerdict(
                     KeyStatus.LOST,
                     dependency,
-                    f"subject key {dependency.subject_key_id.hex()} is not in the keys topic (erased or never written)",
+                    f"wrapping key {found.wk_id.hex()} of subject key {key_id.hex()} is missing from the keys topic",
                 )
             else:
+                wk_prefix, wk_dep = wrapping[found.wk_id]
+                wk_verdict = self._verdicts[wk_prefix]
                 resolved = KeyDependency(
-                    kek=link.kek,
-                    kek_id=link.kek_id,
-                    provider=link.provider,
-                    version=link.version,
+                    kek=wk_dep.kek,
+                    kek_id=wk_dep.kek_id,
+                    provider=wk_dep.provider,
+                    version=wk_dep.version,
                     edek=None,
-                    subject_key_id=dependency.subject_key_id,
+                    subject_key_id=key_id,
                 )
-                if self._assumed_lost(resolved):
-                    verdict = KeyVerdict(KeyStatus.LOST, resolved, f"KEK {resolved.label} is assumed lost (--kek)")
-                else:
-                    verdict = KeyVerdict(link.status, resolved, link.reason)
+                self.subjects[key_id] = (subject_fingerprint(found.subject.encode("utf-8")), found.wk_id.hex())
+                reason = wk_verdict.reason
+                if reason:
+                    reason += f" (subject key {key_id.hex()} via wrapping key {found.wk_id.hex()})"
+                verdict = KeyVerdict(wk_verdict.status, resolved, reason)
             out[prefix] = self._remember(prefix, verdict)
         return out
 

@@ -78,6 +78,7 @@ class KeyStatus(enum.Enum):
     READABLE = "readable"
     LOST = "lost"  # the KEK is missing, pending deletion, disabled — or assumed lost (--kek)
     CORRUPT = "corrupt"  # the prefix or EDEK does not parse or the KMS rejects it as invalid
+    ERASED = "erased"  # a subject key that is gone on purpose (crypto-shredding): not a KEK loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,9 @@ class KeyVerdict:
 
     @property
     def readable(self) -> bool:
-        return self.status is KeyStatus.READABLE
+        """Not lost or corrupt. An erased subject key counts: its records are unreadable on purpose,
+        consumers skip them under their erasure policy, and no KEK repair concerns them."""
+        return self.status in (KeyStatus.READABLE, KeyStatus.ERASED)
 
     @property
     def kek(self) -> str:

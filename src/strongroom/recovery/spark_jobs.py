@@ -25,8 +25,7 @@ from strongroom.recovery.dependency import KeyVerdict
 from strongroom.recovery.formats.base import RecordFormat
 
 #: Status ranks: a record's status is the worst of its prefixes'.
-STATUS_RANK: Final = {"readable": 0, "corrupt": 1, "lost": 2}
-RANK_STATUS: Final = {v: k for k, v in STATUS_RANK.items()}
+STATUS_RANK: Final = {"readable": 0, "erased": 0, "corrupt": 1, "lost": 2}
 #: How many offsets / ranges per partition are brought back to the driver as examples.
 EXAMPLES: Final = 20
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from recovery_records import local_kms, subject_key_record, wrapped_dek_records
 
+from strongroom.kms.api import Edek
 from strongroom.kms.metered import MeteredKms
 from strongroom.kms.retrying import RetryingKms
 from strongroom.kms.vault import VaultKms
@@ -126,3 +128,54 @@ def test_kms_outage_is_retried_then_aborts_never_lost() -> None:
     assert "after 3 attempt(s)" in message
     assert metered.snapshot()["calls"] == 3
     assert checker.stats.by_status == {}  # nothing was concluded
+
+
+class Link(NamedTuple):
+    """The fields of ``strongroom.keys.KeyChainLink`` the checker reads."""
+
+    key_id: bytes
+    subject: str
+    wk_id: bytes
+    edek: Edek | None
+
+
+class DictChain:
+    """The keys table's ``chain_of`` contract over a dict (the real KeyTable is tested in integration)."""
+
+    def __init__(self, links: dict[bytes, object]) -> None:
+        self.links = links
+        self.calls = 0
+
+    def chain_of(self, key_ids: object) -> dict[bytes, object]:
+        self.calls += 1
+        return {k: v for k, v in self.links.items() if k in set(key_ids)}  # type: ignore[call-overload]
+
+
+def test_subject_keys_follow_the_chain_one_unwrap_per_wrapping_key(tmp_path: Path) -> None:
+    from strongroom.kms.metered import MeteredKms
+
+    kms, admin = local_kms(tmp_path)
+    kek_a, kek_b = admin.create_kek("a"), admin.create_kek("b")
+    wk_a, wk_b = kms.wrap(kek_a, b"\x01" * 32), kms.wrap(kek_b, b"\x02" * 32)
+    links: dict[bytes, object] = {}
+    records = []
+    for i in range(40):
+        key_id = i.to_bytes(16, "big")
+        links[key_id] = Link(key_id, f"subject-{i}", b"A" * 16 if i % 2 else b"B" * 16, wk_a if i % 2 else wk_b)
+        records.append(subject_key_record(key_id, b"\x09" * 32, f"subject-{i}".encode()))
+    erased_id = bytes(range(16))
+    records.append(subject_key_record(erased_id, b"\x09" * 32))
+    admin.delete_kek(kek_a)
+    metered = MeteredKms(kms)
+    checker = AvailabilityChecker(FMT, metered, subject_keys=DictChain(links))
+    verdicts = [checker.check_record(h, v) for h, v in records]
+    assert [v.lost for v in verdicts[:40]] == [bool(i % 2) for i in range(40)]  # scattered: every other subject
+    assert verdicts[1].verdicts[0].dependency is not None
+    assert verdicts[1].verdicts[0].dependency.kek == f"local:{kek_a}"
+    assert "via wrapping key" in verdicts[1].reason()
+    assert verdicts[40].verdicts[0].status is KeyStatus.ERASED
+    assert verdicts[40].readable  # erased on purpose: not a KEK loss
+    assert checker.stats.edeks_unwrapped == 2  # two wrapping keys, forty subjects
+    fingerprint, _wk = checker.subjects[(1).to_bytes(16, "big")]
+    assert fingerprint.startswith("sha256:")
+    assert "subject-1" not in fingerprint

@@ -153,11 +153,12 @@ class StrongroomFormat(RecordFormat):
             kek=edek.kek_ref,
             kek_id=edek.kek_id,
             provider=edek.provider,
-            version=self._version(edek),
+            version=self.edek_version(edek),
             edek=edek,
         )
 
-    def _version(self, edek: Edek) -> str | None:
+    def edek_version(self, edek: Edek) -> str | None:
+        """The KEK version an EDEK was wrapped with, when its provider's format says (Vault, local)."""
         kind = self.kms_kinds.get(edek.provider)
         if kind == "vault":
             match = _VAULT_VERSION.match(edek.ciphertext)
