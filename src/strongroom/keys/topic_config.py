@@ -62,3 +62,43 @@ def compaction_blockers(config: Mapping[str, str]) -> list[str]:
     if ratio >= 0.9 and max_lag > MAX_REASONABLE_COMPACTION_MS:
         reasons.append(f"min.cleanable.dirty.ratio={ratio}: the cleaner waits for an almost entirely dirty log")
     return reasons
+
+
+#: The registry of running key readers (heartbeats, one record per reader id, compacted).
+READERS_TOPIC_DEFAULT = "strongroom-key-readers"
+
+READERS_TOPIC_CONFIG: dict[str, str] = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(HOUR_MS),
+    "max.compaction.lag.ms": str(6 * HOUR_MS),
+    "min.cleanable.dirty.ratio": "0.5",
+    "delete.retention.ms": str(24 * HOUR_MS),
+}
+
+#: Broker default of ``log.cleaner.backoff.ms`` (how long an idle cleaner thread sleeps).
+CLEANER_BACKOFF_DEFAULT_MS = 15_000
+
+
+def roll_deadline_ms(config: Mapping[str, str]) -> int:
+    """How long after its first record the active segment is rolled, *given a later append*.
+
+    Kafka rolls a compacted log's active segment at the first append after
+    ``min(segment.ms, max.compaction.lag.ms)``; without an append nothing rolls, which is why
+    ``strongroom erasure status`` appends a no-op "nudge" record when that time has passed.
+    """
+    segment_ms = int(config.get("segment.ms", str(7 * 24 * HOUR_MS)))
+    max_lag = int(config.get("max.compaction.lag.ms", str(2**63 - 1)))
+    return min(segment_ms, max_lag)
+
+
+def erasure_deadline_ms(config: Mapping[str, str], cleaner_backoff_ms: int = CLEANER_BACKOFF_DEFAULT_MS) -> int:
+    """Upper bound (ms after the tombstones were written) for the erased key records to be compacted away.
+
+    ``min(segment.ms, max.compaction.lag.ms)`` until the active segment holding the tombstones rolls
+    (at the next append — traffic or a nudge), then at most ``max.compaction.lag.ms`` from the
+    records' timestamps until the cleaner must pick the log, plus one cleaner back-off. The two
+    intervals overlap (both count from the same records), so the bound is the larger one plus the
+    back-off. Cleaning itself and a busy cleaner (one thread, many logs) come on top.
+    """
+    max_lag = int(config.get("max.compaction.lag.ms", str(2**63 - 1)))
+    return max(roll_deadline_ms(config), max_lag) + cleaner_backoff_ms

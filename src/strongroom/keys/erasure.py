@@ -1,0 +1,211 @@
+"""Erasure (crypto-shredding): mark the subject erased, then tombstone every key of it before the mark.
+
+Order, and why erasure wins every race with key creation:
+
+1. write one erasure marker per subject (``e\\0subject``, the request's who/when/why, no other personal
+   data) to the subject's partition and wait for ``acks=all``;
+2. read each affected partition from its log start up to the marker and tombstone every live key
+   record of the subject found below it.
+
+A key created concurrently lands either below the marker (step 2 sees it and tombstones it) or above it
+(its creator reads the partition up to its own key, sees the marker first, and applies the post-erasure
+policy). Readers apply the marker itself as "every key of this subject below me is erased", so even a
+missed tombstone cannot bring a key back to a reader; tombstones are what make compaction remove the
+key records from the topic, which ``strongroom erasure status`` verifies.
+
+Re-running an erasure is safe: a new marker (a new request) and tombstones for whatever is still live.
+Erasing an unknown subject is not an error: the marker is written so records that arrive later follow
+the post-erasure policy, and the receipt says no keys existed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from strongroom.errors import ConfigError, StrongroomError
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys import records
+from strongroom.keys.errors import ErasureFailed
+from strongroom.keys.records import ErasureMarker, SubjectKeyRecord, SubjectKeyTombstone, check_subject
+from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, erasure_deadline_ms
+
+NO_KEYS_NOTE = "no keys existed; marker written so future records follow the post-erasure policy"
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class SubjectErasure:
+    subject: str
+    partition: int
+    marker_offset: int
+    keys_tombstoned: int
+    key_ids: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class ErasureReceipt:
+    """What an erasure did, for the requester's records. Contains subject ids, no other personal data."""
+
+    request_id: str
+    requested_by: str
+    reason: str
+    requested_at: str
+    keys_topic: str
+    subjects: list[SubjectErasure]
+    status: str
+    compaction_deadline: str | None
+    verify_with: str
+
+    @property
+    def keys_tombstoned(self) -> int:
+        return sum(s.keys_tombstoned for s in self.subjects)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["keys_tombstoned"] = self.keys_tombstoned
+        return data
+
+
+def read_subjects_file(path: str) -> list[str]:
+    """One subject per line; blank lines and ``#`` comments are ignored; surrounding spaces stripped."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read subjects file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"subjects file {path} is not UTF-8 text") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def erase(
+    client: ClientConfig,
+    subjects: Iterable[str],
+    *,
+    reason: str,
+    requested_by: str | None = None,
+    topic: str = KEYS_TOPIC_DEFAULT,
+    timeout: float = 300.0,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ErasureReceipt:
+    """Erase ``subjects``: markers first, then tombstones. Returns the receipt.
+
+    Raises :class:`ErasureFailed` if a write is not acknowledged; everything written so far stays, and
+    running the same erasure again completes it.
+    """
+    wanted = list(dict.fromkeys(subjects))
+    if not wanted:
+        raise ConfigError("no subjects to erase", hint="name subjects as arguments or with --from-file")
+    for subject in wanted:
+        check_subject(subject)
+    if not reason or not reason.strip():
+        raise ConfigError("an erasure needs a reason (it is recorded with the request)", hint='pass --reason "..."')
+    requested_by = requested_by or _whoami()
+    request_id = str(uuid.uuid4())
+    requested_at = now_ms()
+    keys_topic = KeysTopic(client, topic)
+    keys_topic.check_written_layout()
+
+    with KeysWriter(client, topic) as writer:
+        # 1. markers, durable before anything else
+        markers = [
+            (keys_topic.partition_of(s), ErasureMarker(s, request_id, requested_by, reason.strip(), requested_at))
+            for s in wanted
+        ]
+        offsets = writer.write(markers, error=ErasureFailed, timeout=timeout)
+        placed = {s: (p, o) for s, (p, _), o in zip(wanted, markers, offsets, strict=True)}
+
+        # 2. every live key record of the subject below its marker
+        live = _live_keys_below_markers(keys_topic, placed, timeout, progress)
+        tombstones = [
+            (placed[subject][0], SubjectKeyTombstone(subject, key_id))
+            for subject, key_ids in live.items()
+            for key_id in key_ids
+        ]
+        if tombstones:
+            writer.write(tombstones, error=ErasureFailed, timeout=timeout)
+
+    deadline: str | None = None
+    try:
+        deadline = iso(now_ms() + erasure_deadline_ms(keys_topic.config()))
+    except StrongroomError:
+        deadline = None
+    result = [
+        SubjectErasure(
+            subject=s,
+            partition=placed[s][0],
+            marker_offset=placed[s][1],
+            keys_tombstoned=len(live.get(s, [])),
+            key_ids=[k.hex() for k in live.get(s, [])],
+            note="" if live.get(s) else NO_KEYS_NOTE,
+        )
+        for s in wanted
+    ]
+    return ErasureReceipt(
+        request_id=request_id,
+        requested_by=requested_by,
+        reason=reason.strip(),
+        requested_at=iso(requested_at),
+        keys_topic=topic,
+        subjects=result,
+        status="pending-verification",
+        compaction_deadline=deadline,
+        verify_with="strongroom erasure status " + (" ".join(wanted) if len(wanted) <= 5 else "--all"),
+    )
+
+
+def _live_keys_below_markers(
+    topic: KeysTopic,
+    placed: dict[str, tuple[int, int]],
+    timeout: float,
+    progress: Callable[[str, int, int], None] | None,
+) -> dict[str, list[bytes]]:
+    """Key ids of each subject whose record is below the subject's marker and not yet tombstoned."""
+    ends: dict[int, int] = {}
+    for partition, offset in placed.values():
+        ends[partition] = max(ends.get(partition, 0), offset)
+    live: dict[str, dict[bytes, int]] = {s: {} for s in placed}
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress("reading the keys topic up to the markers", done, total)
+
+    for raw in topic.scan(ends, end_offsets=ends, timeout=timeout, progress=report):
+        key = raw.key
+        if not key or not key.startswith(records.SUBJECT_KEY_PREFIX):
+            continue
+        try:
+            record = records.decode(key, raw.value)
+        except StrongroomError:
+            # A corrupt value under a subject-key message key: tombstone it too if it is the subject's.
+            salvaged = records.salvage_subject_key(key)
+            if salvaged is None:
+                continue
+            record = SubjectKeyRecord(salvaged.subject, salvaged.key_id, b"", b"", 0, "")
+        if not isinstance(record, SubjectKeyRecord | SubjectKeyTombstone):
+            continue
+        where = placed.get(record.subject)
+        if where is None or raw.offset >= where[1]:
+            continue
+        if isinstance(record, SubjectKeyRecord):
+            live[record.subject][record.key_id] = raw.offset
+        else:
+            live[record.subject].pop(record.key_id, None)
+    return {s: list(keys) for s, keys in live.items() if keys}
+
+
+def _whoami() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -1,0 +1,318 @@
+"""Key creation for encryptors: ``get_or_create(subjects)`` per batch, race-free across processes.
+
+Several encryptors (other topics, other Spark applications) may meet the same new subject at the same
+moment. Each one:
+
+1. writes its new subject-key record to the subject's partition (after the wrapping-key record, if it
+   needs a new wrapping key), and flushes with ``acks=all`` + idempotence — one flush per batch;
+2. waits until its own key table has read that partition up to its own record's offset;
+3. adopts the subject's *earliest* live key in partition order ("first key in partition order wins").
+   Every creator reads the same partition in the same order, so all converge on one key; a losing key
+   stays valid for anything already encrypted with it (records name their key id exactly) and is
+   tombstoned with the subject at erasure (it sits below any later marker).
+
+Erasure wins every race: a key written before the erasure marker is tombstoned by the eraser (it reads
+the partition up to its marker); a key written after it is seen *after* the marker by its creator,
+which then applies the post-erasure policy — :data:`PostErasurePolicy.UNREADABLE` (default: a fresh key
+that is never stored, so the record is complete but its encrypted part is unreadable from birth),
+``DROP`` (the pipeline drops the record), or ``NEW_KEY`` (a new generation of keys after the marker).
+
+Nothing is returned before it is durable: a key whose record was not acknowledged is never handed out,
+and a KMS failure while making a wrapping key (e.g. :class:`~strongroom.kms.KmsUnavailable`) propagates
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from strongroom.crypto.aead import generate_dek
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys.errors import KeyCreationFailed, KeysConfigError, WrappingKeyUnavailable
+from strongroom.keys.murmur2 import partition_for, subject_partition
+from strongroom.keys.records import (
+    LayoutRecord,
+    SubjectKeyRecord,
+    SubjectKeyTombstone,
+    WrappingKeyRecord,
+    check_subject,
+)
+from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey
+from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
+from strongroom.keys.wrapping import (
+    ActiveWrappingKey,
+    WrappingKeyPolicy,
+    new_key_id,
+    new_wk_id,
+    new_wrapping_key,
+    wrap_subject_key,
+)
+from strongroom.kms.api import Kms
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEK_ALIAS = "strongroom-subjects"
+_MAX_ROUNDS = 4
+
+
+class PostErasurePolicy(enum.Enum):
+    """What an encryptor does with a record of a subject that has been erased."""
+
+    UNREADABLE = "unreadable"
+    DROP = "drop"
+    NEW_KEY = "new-key"
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    """The subject is erased; do what ``policy`` says. ``key`` is the never-stored key for UNREADABLE."""
+
+    subject: str
+    policy: PostErasurePolicy
+    erasure: ErasureInfo
+    key: SubjectKey | None = field(default=None, repr=False)
+
+    @property
+    def drop(self) -> bool:
+        return self.policy is PostErasurePolicy.DROP
+
+
+KeyOrDecision = SubjectKey | PolicyDecision
+
+
+class KeyManager:
+    """Creates and finds subject keys for an encryptor. Thread-safe (batches are serialised).
+
+    Owns a :class:`KeyTable` unless one is passed in. ``kek_alias`` names the KMS KEK that wraps new
+    wrapping keys; ``wrapping`` sets when a new wrapping key is made.
+    """
+
+    def __init__(
+        self,
+        client: ClientConfig,
+        kms: Kms,
+        *,
+        topic: str = KEYS_TOPIC_DEFAULT,
+        kek_alias: str = DEFAULT_KEK_ALIAS,
+        policy: PostErasurePolicy | str = PostErasurePolicy.UNREADABLE,
+        wrapping: WrappingKeyPolicy | None = None,
+        table: KeyTable | None = None,
+        table_options: Mapping[str, Any] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        try:
+            self.policy = PostErasurePolicy(policy)
+        except ValueError:
+            raise KeysConfigError(
+                f"post-erasure policy {policy!r} is unknown",
+                hint="use one of unreadable (default), drop, new-key",
+            ) from None
+        self.kms = kms
+        self.topic = topic
+        self.kek_alias = kek_alias
+        self.wrapping = wrapping or WrappingKeyPolicy()
+        self.timeout = timeout
+        self._owns_table = table is None
+        self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {}))
+        self._writer = KeysWriter(client, topic)
+        self._lock = threading.Lock()
+        self._wk: ActiveWrappingKey | None = None
+        self.counters = {
+            "batches": 0,
+            "created": 0,
+            "adopted": 0,
+            "reused": 0,
+            "wrapping_keys_created": 0,
+            "policy_decisions": 0,
+            "discarded": 0,
+        }
+        try:
+            self.table.wait_caught_up(timeout)
+            self._check_layout(client)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_layout(self, client: ClientConfig) -> None:
+        layout = self.table.store.layout_partitions()
+        topic = KeysTopic(client, self.topic)
+        topic.check_layout(layout)
+        if layout is None:  # created by other tooling: record the partition count it has now
+            self._writer.write([(0, LayoutRecord(topic.partitions, now_ms()))], error=KeyCreationFailed)
+
+    # ------------------------------------------------------------------ public API
+    def get_or_create(self, subjects: Iterable[str]) -> dict[str, KeyOrDecision]:
+        """The key (or post-erasure decision) for each distinct subject, creating missing keys in one batch."""
+        ordered = list(dict.fromkeys(subjects))
+        for subject in ordered:
+            check_subject(subject)
+        with self._lock:
+            self.counters["batches"] += 1
+            result: dict[str, KeyOrDecision] = {}
+            need: list[str] = []
+            for subject in ordered:
+                known = self._known(subject)
+                if known is None:
+                    need.append(subject)
+                else:
+                    result[subject] = known
+            rounds = 0
+            while need:
+                rounds += 1
+                if rounds > _MAX_ROUNDS:
+                    raise KeyCreationFailed(
+                        f"{len(need)} subjects were erased again while their keys were being created "
+                        f"({_MAX_ROUNDS} rounds)",
+                        hint="retry the batch; erasure keeps winning, which is the intended outcome",
+                    )
+                created = self._create(need)
+                targets: dict[int, int] = {}
+                for key in created.values():
+                    assert key.partition is not None
+                    assert key.offset is not None
+                    targets[key.partition] = max(targets.get(key.partition, 0), key.offset + 1)
+                self.table.wait_for_offsets(targets, self.timeout)
+                need = []
+                for subject, own in created.items():
+                    decision = self._converge(subject, own)
+                    if decision is None:
+                        need.append(subject)
+                    else:
+                        result[subject] = decision
+            return {subject: result[subject] for subject in ordered}
+
+    def stats(self) -> dict[str, Any]:
+        wk = self._wk
+        return {
+            **self.counters,
+            "policy": self.policy.value,
+            "active_wrapping_key": None
+            if wk is None
+            else {"wk_id": wk.wk_id.hex(), "kek_ref": wk.kek_ref, "used": wk.used},
+        }
+
+    def close(self) -> None:
+        self._writer.close()
+        if self._owns_table:
+            self.table.close()
+
+    def __enter__(self) -> KeyManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _known(self, subject: str) -> KeyOrDecision | None:
+        state = self.table.subject_state(subject)
+        if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
+            return self._decision(subject, state.erasure)
+        if not state.keys:
+            return None
+        key = self._unwrapped_current(subject)
+        self.counters["reused"] += 1
+        return key
+
+    def _unwrapped_current(self, subject: str) -> SubjectKey:
+        key = self.table.current_key(subject)
+        if key is None:  # its wrapping-key record lives in a partition the table has not read yet
+            self.table.wait_caught_up(self.timeout)
+            key = self.table.current_key(subject)
+        if key is None:
+            state = self.table.subject_state(subject)
+            raise WrappingKeyUnavailable(
+                f"the current key {state.current_key_id.hex() if state.current_key_id else '?'} of a subject "
+                f"cannot be unwrapped: its wrapping key is not in {self.topic!r}"
+            )
+        return key
+
+    def _decision(self, subject: str, erasure: ErasureInfo) -> PolicyDecision:
+        self.counters["policy_decisions"] += 1
+        key = None
+        if self.policy is PostErasurePolicy.UNREADABLE:
+            key = SubjectKey(subject, new_key_id(), generate_dek(), stored=False)
+        return PolicyDecision(subject, self.policy, erasure, key)
+
+    def _create(self, subjects: list[str]) -> dict[str, SubjectKey]:
+        created: dict[str, SubjectKey] = {}
+        step = self.wrapping.max_keys
+        for start in range(0, len(subjects), step):
+            chunk = subjects[start : start + step]
+            wk = self._wrapping_key(len(chunk))
+            now = now_ms()
+            batch: list[tuple[int, SubjectKeyRecord]] = []
+            keys: list[SubjectKey] = []
+            partitions = self.table.partitions
+            for subject in chunk:
+                raw = subject.encode("utf-8")
+                sk = generate_dek()
+                key_id = new_key_id()
+                wrapped = wrap_subject_key(wk.cipher, sk, raw, key_id, wk.wk_id)
+                partition = subject_partition(subject, partitions)
+                batch.append((partition, SubjectKeyRecord(subject, key_id, wk.wk_id, wrapped, now, wk.kek_ref)))
+                keys.append(SubjectKey(subject, key_id, sk, wk.wk_id, partition))
+            wk.used += len(chunk)
+            offsets = self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
+            for key, offset in zip(keys, offsets, strict=True):
+                created[key.subject] = SubjectKey(key.subject, key.key_id, key.key, key.wk_id, key.partition, offset)
+            self.counters["created"] += len(chunk)
+        return created
+
+    def _wrapping_key(self, needed: int) -> ActiveWrappingKey:
+        clock = self.wrapping.clock
+        wk = self._wk
+        if wk is not None and not wk.exhausted(clock(), needed):
+            return wk
+        kek_id = self.kms.resolve_alias(self.kek_alias)
+        plaintext = new_wrapping_key()
+        edek = self.kms.wrap(kek_id, plaintext)  # KMS errors propagate: nothing has been written
+        wk_id = new_wk_id()
+        record = WrappingKeyRecord(wk_id, edek, now_ms())
+        self._writer.write(
+            [(partition_for(wk_id, self.table.partitions), record)], error=KeyCreationFailed, timeout=self.timeout
+        )
+        self.table.remember_wrapping_key(wk_id, plaintext)
+        self.counters["wrapping_keys_created"] += 1
+        self._wk = ActiveWrappingKey(
+            wk_id, edek.kek_ref, AESGCM(plaintext), clock(), self.wrapping.max_keys, self.wrapping.max_age
+        )
+        log.info("new wrapping key %s under KEK %s", wk_id.hex(), edek.kek_ref)
+        return self._wk
+
+    def _converge(self, subject: str, own: SubjectKey) -> KeyOrDecision | None:
+        """Decide after reading the partition up to our own record. None: create again."""
+        assert own.offset is not None
+        state = self.table.subject_state(subject)
+        erasure = state.erasure
+        if erasure is not None:
+            if erasure.offset > own.offset:
+                # Erased after our key was written: the eraser tombstones our key (it is below the marker).
+                if self.policy is PostErasurePolicy.NEW_KEY:
+                    return None
+                return self._decision(subject, erasure)
+            if self.policy is not PostErasurePolicy.NEW_KEY:
+                self._discard(own)
+                return self._decision(subject, erasure)
+        if not state.keys:
+            return None  # our key was tombstoned by someone else; make another
+        if state.current_key_id == own.key_id:
+            return own
+        self.counters["adopted"] += 1
+        return self._unwrapped_current(subject)
+
+    def _discard(self, own: SubjectKey) -> None:
+        """Tombstone our own key written after an erasure marker (nobody will ever use it)."""
+        assert own.partition is not None
+        try:
+            self._writer.write([(own.partition, SubjectKeyTombstone(own.subject, own.key_id))], error=KeyCreationFailed)
+            self.counters["discarded"] += 1
+        except KeyCreationFailed as exc:  # harmless: an unused key after a marker decrypts nothing
+            log.warning("could not tombstone an unused post-erasure key %s: %s", own.key_id.hex(), exc)

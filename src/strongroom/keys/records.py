@@ -1,0 +1,385 @@
+"""Record layouts of the keys topic: message keys that make compaction do the right thing, versioned values.
+
+Message keys (the kind is the first byte, so a reader can classify a record without its value)::
+
+    subject key     b"k\\0" + subject(UTF-8) + b"\\0" + key_id(16)   one per key: two keys of a subject both survive
+    wrapping key    b"w\\0" + wk_id(16)                               rewrap overwrites it in place
+    erasure marker  b"e\\0" + subject(UTF-8)                           "every key of this subject before me is erased"
+    nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
+    layout          b"m\\0layout"                                      partition count the topic was created with
+
+Values are UTF-8 JSON objects with ``"v": 1`` and a ``"type"``. A subject-key value holds the subject
+key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value holds the wrapping key wrapped by a
+KMS KEK (an EDEK): no value ever holds a plaintext key. A null value is a tombstone.
+
+Decoding is strict and never raises anything but :class:`CorruptKeyRecord`, which the key table
+counts and skips. One exception on purpose: an erasure marker whose *value* is unreadable is still
+an erasure marker (its key says so), because a damaged marker must never bring a key back.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from strongroom.envelope.ids import SUBJECT_KEY_ID_SIZE
+from strongroom.errors import KmsError
+from strongroom.keys.errors import CorruptKeyRecord, InvalidSubject
+from strongroom.kms.api import Edek
+
+VALUE_VERSION: Final = 1
+KEY_ID_SIZE: Final = SUBJECT_KEY_ID_SIZE
+WK_ID_SIZE: Final = 16
+MAX_SUBJECT_BYTES: Final = 4096
+
+SUBJECT_KEY_PREFIX: Final = b"k\x00"
+WRAPPING_KEY_PREFIX: Final = b"w\x00"
+ERASURE_PREFIX: Final = b"e\x00"
+NUDGE_PREFIX: Final = b"n\x00"
+LAYOUT_KEY: Final = b"m\x00layout"
+
+#: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
+SK_ALG: Final = "A256GCM-WK1"
+
+_U32: Final = struct.Struct(">I")
+
+
+def check_subject(subject: str) -> bytes:
+    """The UTF-8 bytes of a valid subject id, or :class:`InvalidSubject`."""
+    if not isinstance(subject, str) or not subject:
+        raise InvalidSubject(f"subject must be a non-empty string, got {subject!r}")
+    try:
+        raw = subject.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidSubject("subject is not valid Unicode text (it contains a lone surrogate)") from None
+    if len(raw) > MAX_SUBJECT_BYTES:
+        raise InvalidSubject(f"subject of {len(raw)} bytes is longer than {MAX_SUBJECT_BYTES}")
+    return raw
+
+
+# ---------------------------------------------------------------------------- message keys
+def subject_key_message_key(subject: str, key_id: bytes) -> bytes:
+    return b"".join((SUBJECT_KEY_PREFIX, check_subject(subject), b"\x00", key_id))
+
+
+def wrapping_key_message_key(wk_id: bytes) -> bytes:
+    return WRAPPING_KEY_PREFIX + wk_id
+
+
+def erasure_message_key(subject: str) -> bytes:
+    return ERASURE_PREFIX + check_subject(subject)
+
+
+def nudge_message_key(partition: int) -> bytes:
+    return NUDGE_PREFIX + _U32.pack(partition)
+
+
+# ---------------------------------------------------------------------------- records
+@dataclass(frozen=True, slots=True)
+class SubjectKeyRecord:
+    """A subject key, wrapped by wrapping key ``wk_id``. ``kek_ref`` is the KEK of that WK at creation."""
+
+    subject: str
+    key_id: bytes
+    wk_id: bytes
+    wrapped_sk: bytes
+    created_ms: int
+    kek_ref: str
+    alg: str = SK_ALG
+
+    def __repr__(self) -> str:
+        return f"SubjectKeyRecord(key_id={self.key_id.hex()}, wk_id={self.wk_id.hex()}, kek_ref={self.kek_ref!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectKeyTombstone:
+    """The null-value record that erases one subject key."""
+
+    subject: str
+    key_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WrappingKeyRecord:
+    """A wrapping key, wrapped by a KMS KEK."""
+
+    wk_id: bytes
+    edek: Edek
+    created_ms: int
+
+    @property
+    def kek_ref(self) -> str:
+        return self.edek.kek_ref
+
+
+@dataclass(frozen=True, slots=True)
+class WrappingKeyTombstone:
+    """A wrapping key deleted by hand (strongroom never writes one): its subject keys become unreadable."""
+
+    wk_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureMarker:
+    """An erasure request for one subject. ``problem`` is set when the value was unreadable."""
+
+    subject: str
+    request_id: str
+    requested_by: str
+    reason: str
+    requested_at_ms: int
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NudgeRecord:
+    """A no-op record appended so the broker rolls the active segment and compaction can proceed."""
+
+    partition: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutRecord:
+    """The partition count the keys topic was created with."""
+
+    partitions: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredRecord:
+    """A tombstone of a marker, nudge or layout record: nothing to apply."""
+
+    kind: str
+
+
+KeysRecord = (
+    SubjectKeyRecord
+    | SubjectKeyTombstone
+    | WrappingKeyRecord
+    | WrappingKeyTombstone
+    | ErasureMarker
+    | NudgeRecord
+    | LayoutRecord
+    | IgnoredRecord
+)
+
+
+# ---------------------------------------------------------------------------- encoding
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _dumps(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
+    """The (message key, value) of a record; tombstones have a None value."""
+    if isinstance(record, SubjectKeyRecord):
+        value = {
+            "v": VALUE_VERSION,
+            "type": "subject-key",
+            "key_id": record.key_id.hex(),
+            "subject": record.subject,
+            "wk_id": record.wk_id.hex(),
+            "wrapped_sk": _b64(record.wrapped_sk),
+            "alg": record.alg,
+            "created": record.created_ms,
+            "kek_ref": record.kek_ref,
+        }
+        return subject_key_message_key(record.subject, record.key_id), _dumps(value)
+    if isinstance(record, SubjectKeyTombstone):
+        return subject_key_message_key(record.subject, record.key_id), None
+    if isinstance(record, WrappingKeyRecord):
+        value = {
+            "v": VALUE_VERSION,
+            "type": "wrapping-key",
+            "wk_id": record.wk_id.hex(),
+            "edek": record.edek.to_dict(),
+            "kek_ref": record.kek_ref,
+            "created": record.created_ms,
+        }
+        return wrapping_key_message_key(record.wk_id), _dumps(value)
+    if isinstance(record, WrappingKeyTombstone):
+        return wrapping_key_message_key(record.wk_id), None
+    if isinstance(record, ErasureMarker):
+        value = {
+            "v": VALUE_VERSION,
+            "type": "erasure",
+            "request_id": record.request_id,
+            "requested_by": record.requested_by,
+            "reason": record.reason,
+            "requested_at": record.requested_at_ms,
+        }
+        return erasure_message_key(record.subject), _dumps(value)
+    if isinstance(record, NudgeRecord):
+        return nudge_message_key(record.partition), _dumps({"v": VALUE_VERSION, "type": "nudge", "at": record.at_ms})
+    if isinstance(record, LayoutRecord):
+        value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
+        return LAYOUT_KEY, _dumps(value)
+    raise TypeError(f"not a keys-topic record: {type(record).__name__}")
+
+
+# ---------------------------------------------------------------------------- decoding
+def _subject(raw: bytes, what: str) -> str:
+    if not raw:
+        raise CorruptKeyRecord(f"{what} record has an empty subject")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptKeyRecord(f"{what} record's subject is not UTF-8") from None
+
+
+def _load(value: bytes, expected_type: str) -> dict[str, Any]:
+    try:
+        document = json.loads(value.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CorruptKeyRecord(f"{expected_type} value of {len(value)} bytes is not UTF-8 JSON") from None
+    if not isinstance(document, dict):
+        raise CorruptKeyRecord(f"{expected_type} value is JSON but not an object")
+    version = document.get("v")
+    if version != VALUE_VERSION:
+        raise CorruptKeyRecord(
+            f"{expected_type} value has version {version!r}; this strongroom reads version {VALUE_VERSION}",
+            hint="upgrade strongroom: the record was written by a newer version (it is skipped, not lost)",
+        )
+    if document.get("type") != expected_type:
+        raise CorruptKeyRecord(f"value of type {document.get('type')!r} under a {expected_type} message key")
+    return document
+
+
+def _hex_id(document: dict[str, Any], field: str, size: int) -> bytes:
+    text = document.get(field)
+    try:
+        raw = bytes.fromhex(text) if isinstance(text, str) else b""
+    except ValueError:
+        raw = b""
+    if len(raw) != size:
+        raise CorruptKeyRecord(f"field {field!r} is not {size} bytes of hex")
+    return raw
+
+
+def _int(document: dict[str, Any], field: str) -> int:
+    value = document.get(field)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CorruptKeyRecord(f"field {field!r} is not a non-negative integer")
+    return value
+
+
+def _str(document: dict[str, Any], field: str) -> str:
+    value = document.get(field)
+    if not isinstance(value, str):
+        raise CorruptKeyRecord(f"field {field!r} is not a string")
+    return value
+
+
+def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
+    """Classify and parse one keys-topic record; :class:`CorruptKeyRecord` for anything malformed."""
+    if not key:
+        raise CorruptKeyRecord("record has no message key")
+    prefix = key[:2]
+    if prefix == SUBJECT_KEY_PREFIX:
+        return _decode_subject_key(key, value)
+    if prefix == ERASURE_PREFIX:
+        return _decode_marker(key, value)
+    if prefix == WRAPPING_KEY_PREFIX:
+        return _decode_wrapping_key(key, value)
+    if prefix == NUDGE_PREFIX:
+        if value is None:
+            return IgnoredRecord("nudge")
+        if len(key) != 6:
+            raise CorruptKeyRecord("nudge record key is not 6 bytes")
+        document = _load(value, "nudge")
+        return NudgeRecord(_U32.unpack(key[2:])[0], _int(document, "at"))
+    if key == LAYOUT_KEY:
+        if value is None:
+            return IgnoredRecord("layout")
+        document = _load(value, "layout")
+        partitions = _int(document, "partitions")
+        if partitions < 1:
+            raise CorruptKeyRecord(f"layout record names {partitions} partitions")
+        return LayoutRecord(partitions, _int(document, "created"))
+    raise CorruptKeyRecord(f"unknown record kind {key[:2]!r} (message key of {len(key)} bytes)")
+
+
+def salvage_subject_key(key: bytes) -> SubjectKeyTombstone | None:
+    """Subject and key id from a subject-key *message key* alone (for records whose value is corrupt).
+
+    Erasure tombstones such records too, and verification counts them as key records: an unreadable
+    value may still hold key material.
+    """
+    try:
+        record = _decode_subject_key(key, None)
+    except CorruptKeyRecord:
+        return None
+    return record if isinstance(record, SubjectKeyTombstone) else None
+
+
+def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | SubjectKeyTombstone:
+    if len(key) < 2 + 1 + 1 + KEY_ID_SIZE or key[-KEY_ID_SIZE - 1] != 0:
+        raise CorruptKeyRecord(f"subject-key message key of {len(key)} bytes is malformed")
+    subject = _subject(key[2 : -KEY_ID_SIZE - 1], "subject-key")
+    key_id = key[-KEY_ID_SIZE:]
+    if value is None:
+        return SubjectKeyTombstone(subject, key_id)
+    document = _load(value, "subject-key")
+    if _hex_id(document, "key_id", KEY_ID_SIZE) != key_id or document.get("subject") != subject:
+        raise CorruptKeyRecord("subject-key value names another subject or key id than its message key")
+    alg = _str(document, "alg")
+    if alg != SK_ALG:
+        raise CorruptKeyRecord(f"subject key algorithm {alg!r} is unknown (this strongroom knows {SK_ALG!r})")
+    try:
+        wrapped = base64.b64decode(_str(document, "wrapped_sk"), validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptKeyRecord("field 'wrapped_sk' is not base64") from None
+    return SubjectKeyRecord(
+        subject=subject,
+        key_id=key_id,
+        wk_id=_hex_id(document, "wk_id", WK_ID_SIZE),
+        wrapped_sk=wrapped,
+        created_ms=_int(document, "created"),
+        kek_ref=_str(document, "kek_ref"),
+        alg=alg,
+    )
+
+
+def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:
+    subject = _subject(key[2:], "erasure")
+    if value is None:
+        return IgnoredRecord("erasure")
+    try:
+        document = _load(value, "erasure")
+        return ErasureMarker(
+            subject=subject,
+            request_id=_str(document, "request_id"),
+            requested_by=_str(document, "requested_by"),
+            reason=_str(document, "reason"),
+            requested_at_ms=_int(document, "requested_at"),
+        )
+    except CorruptKeyRecord as exc:
+        return ErasureMarker(subject, "", "", "", 0, problem=exc.problem)
+
+
+def _decode_wrapping_key(key: bytes, value: bytes | None) -> WrappingKeyRecord | WrappingKeyTombstone:
+    if len(key) != 2 + WK_ID_SIZE:
+        raise CorruptKeyRecord(f"wrapping-key message key of {len(key)} bytes is malformed")
+    wk_id = key[2:]
+    if value is None:
+        return WrappingKeyTombstone(wk_id)
+    document = _load(value, "wrapping-key")
+    if _hex_id(document, "wk_id", WK_ID_SIZE) != wk_id:
+        raise CorruptKeyRecord("wrapping-key value names another id than its message key")
+    edek_doc = document.get("edek")
+    if not isinstance(edek_doc, dict):
+        raise CorruptKeyRecord("field 'edek' is not an object")
+    try:
+        edek = Edek.from_dict(edek_doc)
+    except KmsError as exc:
+        raise CorruptKeyRecord(f"field 'edek' is invalid: {exc.problem}") from None
+    return WrappingKeyRecord(wk_id, edek, _int(document, "created"))

@@ -1,0 +1,401 @@
+"""The key table's local store: SQLite (stdlib) holding what the keys topic says, minus erased keys.
+
+Why a store at all: 10M subjects must not need 10M unwrapped keys in RAM. The store keeps the
+*wrapped* subject keys (wrapped by a wrapping key, never plaintext), the wrapping keys' EDEKs (wrapped
+by the KMS), the erasure markers and the ids of erased keys; the key table keeps only an LRU of
+unwrapped keys in memory.
+
+Erased keys must not linger on disk, so the database runs with ``secure_delete=ON`` (deleted rows are
+overwritten with zeros, not left in free pages), ``journal_mode=MEMORY`` (no rollback journal or WAL
+file that would keep the old page content after a delete) and ``temp_store=MEMORY``. What remains is
+outside SQLite's reach: copy-on-write filesystems and SSD wear levelling may keep old blocks; the
+store is therefore a temporary directory removed at close by default, and even a leaked store holds
+only wrapped keys (a KMS call away from usable, and only while the KMS still holds the KEK).
+
+A persistent store (``path=`` given) resumes from the offsets it stored with the data in the same
+transaction. A crash in the middle of a transaction (no on-disk journal) can damage it; it is then
+detected at open (``quick_check``) and rebuilt from the keys topic.
+
+Apply semantics (records must be applied in partition order):
+- subject key → stored, unless an erasure marker of its subject at a higher offset is already applied
+  or its id was already erased (re-applying old records can never resurrect a key);
+- subject-key tombstone → the key is deleted and its id remembered as erased;
+- erasure marker at offset m → every stored key of the subject with offset < m is deleted and its id
+  remembered as erased; the marker is kept (later keys are a new generation, see the policies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from strongroom.keys.errors import KeysConfigError
+from strongroom.keys.records import (
+    ErasureMarker,
+    KeysRecord,
+    LayoutRecord,
+    SubjectKeyRecord,
+    SubjectKeyTombstone,
+    WrappingKeyRecord,
+    WrappingKeyTombstone,
+)
+from strongroom.kms.api import Edek
+
+SCHEMA_VERSION: Final = "1"
+TEMP_PREFIX: Final = "strongroom-keytable-"
+_TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS offsets (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS wrapping_keys (
+    wk_id BLOB PRIMARY KEY, provider TEXT NOT NULL, kek_id TEXT NOT NULL, ciphertext BLOB NOT NULL,
+    created INTEGER NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS subject_keys (
+    key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
+    partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
+CREATE TABLE IF NOT EXISTS markers (
+    subject TEXT PRIMARY KEY, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
+    request_id TEXT NOT NULL, requested_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS erased_keys (key_id BLOB PRIMARY KEY, subject TEXT NOT NULL) WITHOUT ROWID;
+"""
+
+_INSERT_KEY: Final = """
+INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6)
+  AND NOT EXISTS (SELECT 1 FROM erased_keys e WHERE e.key_id = ?1)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    """A subject key as stored: still wrapped by its wrapping key."""
+
+    key_id: bytes
+    subject: str
+    wk_id: bytes
+    wrapped: bytes
+    partition: int
+    offset: int
+    created_ms: int
+    kek_ref: str
+
+    def __repr__(self) -> str:
+        return f"StoredKey(key_id={self.key_id.hex()}, partition={self.partition}, offset={self.offset})"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMarker:
+    subject: str
+    partition: int
+    offset: int
+    request_id: str
+    requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWrappingKey:
+    wk_id: bytes
+    edek: Edek
+    created_ms: int
+    partition: int
+    offset: int
+
+
+@dataclass
+class ApplyEffects:
+    """What a batch changed that in-memory caches must follow."""
+
+    erased_key_ids: list[bytes] = field(default_factory=list)
+    erased_subjects: list[str] = field(default_factory=list)
+    wrapping_keys_removed: list[bytes] = field(default_factory=list)
+    layout: LayoutRecord | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphaned_temp_stores(base: Path | None = None) -> list[Path]:
+    """Remove temporary stores left by key tables of processes that died without closing (kill -9)."""
+    base = base or Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            match = _TEMP_DIR_RE.match(entry.name)
+            if match and entry.is_dir() and not _pid_alive(int(match.group(1))):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+    return removed
+
+
+class KeyStore:
+    """One SQLite database; every method is safe to call from any thread (one connection, one lock)."""
+
+    def __init__(self, path: Path | None, *, topic: str, temp_base: Path | None = None) -> None:
+        self.topic = topic
+        self.persistent = path is not None
+        self.rebuilt = False
+        if path is None:
+            remove_orphaned_temp_stores(temp_base)
+            self._dir: Path | None = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=temp_base))
+            self.path = self._dir / "keys.sqlite"
+        else:
+            self._dir = None
+            self.path = Path(path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = self._open()
+        self._closed = False
+
+    # ------------------------------------------------------------------ opening
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA secure_delete=ON")
+        db.execute("PRAGMA journal_mode=MEMORY")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA temp_store=MEMORY")
+        db.execute("PRAGMA cache_size=-8192")
+        return db
+
+    def _open(self) -> sqlite3.Connection:
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        db = self._connect()
+        if existed:
+            healthy = False
+            with contextlib.suppress(sqlite3.DatabaseError):
+                healthy = db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            if not healthy:
+                db.close()
+                self._wipe_file()
+                self.rebuilt = True
+                db = self._connect()
+        db.executescript(_SCHEMA)
+        row = db.execute("SELECT v FROM meta WHERE k = 'topic'").fetchone()
+        if row is None:
+            db.execute("INSERT INTO meta VALUES ('topic', ?), ('schema', ?)", (self.topic, SCHEMA_VERSION))
+        elif row[0] != self.topic:
+            db.close()
+            raise KeysConfigError(
+                f"key store {self.path} belongs to keys topic {row[0]!r}, not {self.topic!r}",
+                hint="give each keys topic its own store path",
+            )
+        if os.name == "posix":
+            with contextlib.suppress(OSError):
+                os.chmod(self.path, 0o600)
+        return db
+
+    def _wipe_file(self) -> None:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def reset(self) -> None:
+        """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            for table in ("offsets", "wrapping_keys", "subject_keys", "markers", "erased_keys"):
+                self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
+            self._db.execute("COMMIT")
+            self.rebuilt = True
+
+    # ------------------------------------------------------------------ applying
+    def next_offsets(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._db.execute("SELECT partition, next_offset FROM offsets").fetchall())
+
+    def apply(self, records: Sequence[tuple[int, int, KeysRecord]], next_offsets: dict[int, int]) -> ApplyEffects:
+        """Apply ``(partition, offset, record)`` in order, and store ``next_offsets``, in one transaction."""
+        effects = ApplyEffects()
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                pending: list[tuple[object, ...]] = []
+                for partition, offset, record in records:
+                    if isinstance(record, SubjectKeyRecord):
+                        pending.append(
+                            (
+                                record.key_id,
+                                record.subject,
+                                record.wk_id,
+                                record.wrapped_sk,
+                                partition,
+                                offset,
+                                record.created_ms,
+                                record.kek_ref,
+                            )
+                        )
+                        continue
+                    if pending:
+                        db.executemany(_INSERT_KEY, pending)
+                        pending = []
+                    self._apply_one(db, partition, offset, record, effects)
+                if pending:
+                    db.executemany(_INSERT_KEY, pending)
+                db.executemany(
+                    "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return effects
+
+    @staticmethod
+    def _apply_one(
+        db: sqlite3.Connection, partition: int, offset: int, record: KeysRecord, effects: ApplyEffects
+    ) -> None:
+        if isinstance(record, SubjectKeyTombstone):
+            db.execute("DELETE FROM subject_keys WHERE key_id = ?", (record.key_id,))
+            db.execute("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", (record.key_id, record.subject))
+            effects.erased_key_ids.append(record.key_id)
+        elif isinstance(record, ErasureMarker):
+            doomed = db.execute(
+                "SELECT key_id FROM subject_keys WHERE subject = ? AND offset < ?", (record.subject, offset)
+            ).fetchall()
+            db.executemany("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", [(k, record.subject) for (k,) in doomed])
+            db.execute("DELETE FROM subject_keys WHERE subject = ? AND offset < ?", (record.subject, offset))
+            db.execute(
+                "INSERT INTO markers VALUES (?, ?, ?, ?, ?) ON CONFLICT (subject) DO UPDATE SET "
+                "partition = excluded.partition, offset = excluded.offset, request_id = excluded.request_id, "
+                "requested_at = excluded.requested_at WHERE excluded.offset > markers.offset",
+                (record.subject, partition, offset, record.request_id, record.requested_at_ms),
+            )
+            effects.erased_key_ids.extend(k for (k,) in doomed)
+            effects.erased_subjects.append(record.subject)
+        elif isinstance(record, WrappingKeyRecord):
+            edek = record.edek
+            db.execute(
+                "INSERT OR REPLACE INTO wrapping_keys VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.wk_id, edek.provider, edek.kek_id, edek.ciphertext, record.created_ms, partition, offset),
+            )
+        elif isinstance(record, WrappingKeyTombstone):
+            db.execute("DELETE FROM wrapping_keys WHERE wk_id = ?", (record.wk_id,))
+            effects.wrapping_keys_removed.append(record.wk_id)
+        elif isinstance(record, LayoutRecord):
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
+            effects.layout = record
+
+    # ------------------------------------------------------------------ queries
+    def key(self, key_id: bytes) -> StoredKey | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
+                "FROM subject_keys WHERE key_id = ?",
+                (key_id,),
+            ).fetchone()
+        return StoredKey(*row) if row else None
+
+    def live_keys(self, subject: str) -> list[StoredKey]:
+        """The subject's stored keys in partition order (the first is the current key)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
+                "FROM subject_keys WHERE subject = ? ORDER BY offset",
+                (subject,),
+            ).fetchall()
+        return [StoredKey(*row) for row in rows]
+
+    def marker(self, subject: str) -> StoredMarker | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT subject, partition, offset, request_id, requested_at FROM markers WHERE subject = ?",
+                (subject,),
+            ).fetchone()
+        return StoredMarker(*row) if row else None
+
+    def erased_subject_of(self, key_id: bytes) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT subject FROM erased_keys WHERE key_id = ?", (key_id,)).fetchone()
+        return row[0] if row else None
+
+    def wrapping_key(self, wk_id: bytes) -> StoredWrappingKey | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset "
+                "FROM wrapping_keys WHERE wk_id = ?",
+                (wk_id,),
+            ).fetchone()
+        return _wk(row) if row else None
+
+    def wrapping_keys(self) -> list[StoredWrappingKey]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset FROM wrapping_keys"
+            ).fetchall()
+        return [_wk(row) for row in rows]
+
+    def subjects_under(self, wk_ids: Iterable[bytes]) -> Iterator[str]:
+        """Distinct subjects with a live key wrapped by one of ``wk_ids``."""
+        ids = list(wk_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT DISTINCT subject FROM subject_keys WHERE wk_id IN ({marks})",  # noqa: S608
+                    chunk,
+                ).fetchall()
+            yield from (row[0] for row in rows)
+
+    def keys_per_wrapping_key(self) -> dict[bytes, int]:
+        with self._lock:
+            return dict(self._db.execute("SELECT wk_id, count(*) FROM subject_keys GROUP BY wk_id").fetchall())
+
+    def layout_partitions(self) -> int | None:
+        with self._lock:
+            row = self._db.execute("SELECT v FROM meta WHERE k = 'partitions'").fetchone()
+        return int(row[0]) if row else None
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            db = self._db
+            return {
+                "subject_keys": db.execute("SELECT count(*) FROM subject_keys").fetchone()[0],
+                "wrapping_keys": db.execute("SELECT count(*) FROM wrapping_keys").fetchone()[0],
+                "erasure_markers": db.execute("SELECT count(*) FROM markers").fetchone()[0],
+                "erased_keys": db.execute("SELECT count(*) FROM erased_keys").fetchone()[0],
+            }
+
+    def pragma(self, name: str) -> object:
+        if not re.fullmatch(r"[a-z_]+", name):
+            raise ValueError(f"not a pragma name: {name!r}")
+        with self._lock:
+            return self._db.execute(f"PRAGMA {name}").fetchone()[0]
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Close; a temporary store's directory is removed (a persistent one stays for the next start)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._db.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _wk(row: tuple[bytes, str, str, bytes, int, int, int]) -> StoredWrappingKey:
+    wk_id, provider, kek_id, ciphertext, created, partition, offset = row
+    return StoredWrappingKey(wk_id, Edek(provider, kek_id, ciphertext), created, partition, offset)

@@ -1,0 +1,707 @@
+"""The key table: what every reader (and every key creator) knows about subject keys, kept fresh.
+
+Built from the keys topic (all partitions, from the log start, or from where a persistent store left
+off) by a background consumer thread that never stops reading, so erasure markers reach running
+readers within a poll interval. Memory is bounded: an LRU of unwrapped subject keys in RAM, everything
+else in the local SQLite store (wrapped keys only, see :mod:`strongroom.keys.store`). Wrapping keys are
+unwrapped once each through the KMS and kept in memory: a cold reader makes one KMS call per wrapping
+key, not per subject.
+
+Lookups answer three ways, and never confuse them:
+
+- the key (bytes);
+- erased: :class:`~strongroom.envelope.SubjectErased` — its tombstone or its subject's erasure marker
+  was applied, or it is unknown, its subject has a marker, and the table has read the subject's
+  partition to its current end (so the key will never arrive: a never-stored post-erasure key);
+- not arrived yet: ``None`` from :meth:`KeyTable.lookup` (or :class:`KeyNotYetAvailable` from
+  :meth:`KeyTable.key_lookup`) — buffer the record and retry.
+
+Any KMS failure (KEK disabled, deleted, KMS down) propagates: a lost KEK is never reported as erasure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from strongroom.crypto.aead import CIPHERS
+from strongroom.envelope.codec import KeyLookup
+from strongroom.envelope.errors import SubjectErased, subject_fingerprint
+from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
+from strongroom.errors import StrongroomError
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys import records
+from strongroom.keys.errors import (
+    CorruptKeyRecord,
+    KeyNotYetAvailable,
+    KeysConfigError,
+    KeyTableClosed,
+    KeyTableTimeout,
+    WrappingKeyUnavailable,
+)
+from strongroom.keys.murmur2 import subject_partition
+from strongroom.keys.readers import ReaderHeartbeat
+from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
+from strongroom.keys.store import KeyStore, StoredKey
+from strongroom.keys.topic import KeysTopic, create_readers_topic, now_ms
+from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
+from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
+from strongroom.kms.api import Edek, Kms
+from strongroom.kms.errors import KmsConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CACHE_SIZE: Final = 100_000
+_PARTITION_CHECK_SECONDS: Final = 30.0
+_MAX_PROBLEMS: Final = 20
+
+
+@dataclass(frozen=True)
+class SubjectKey:
+    """An unwrapped subject key, ready to seal with. ``stored=False`` marks a never-stored key."""
+
+    subject: str
+    key_id: bytes
+    key: bytes = field(repr=False)
+    wk_id: bytes | None = None
+    partition: int | None = None
+    offset: int | None = None
+    stored: bool = True
+
+    @property
+    def ref(self) -> SubjectKeyRef:
+        return SubjectKeyRef(self.key_id)
+
+    def __repr__(self) -> str:
+        where = f"{self.partition}@{self.offset}" if self.stored else "never stored"
+        return f"SubjectKey(key_id={self.key_id.hex()}, key=<redacted>, {where})"
+
+
+@dataclass(frozen=True)
+class ErasureInfo:
+    partition: int
+    offset: int
+    request_id: str
+    requested_at_ms: int
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: bytes
+    offset: int
+    wk_id: bytes
+    created_ms: int
+    kek_ref: str
+
+
+@dataclass(frozen=True)
+class KeyChainLink:
+    """Where a subject key hangs: KEK (``edek.kek_ref``) → wrapping key ``wk_id`` → subject key ``key_id``."""
+
+    key_id: bytes
+    subject: str
+    wk_id: bytes
+    edek: Edek | None
+
+    @property
+    def kek_ref(self) -> str | None:
+        return None if self.edek is None else self.edek.kek_ref
+
+
+@dataclass(frozen=True)
+class SubjectState:
+    """What the table knows about a subject: its live keys in partition order and its erasure marker."""
+
+    subject: str
+    partition: int
+    keys: tuple[KeyInfo, ...]
+    erasure: ErasureInfo | None
+
+    @property
+    def current_key_id(self) -> bytes | None:
+        """First key in partition order wins: the key every creator converges on."""
+        return self.keys[0].key_id if self.keys else None
+
+    @property
+    def erased(self) -> bool:
+        return self.erasure is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject,
+            "partition": self.partition,
+            "current_key_id": self.current_key_id.hex() if self.current_key_id else None,
+            "keys": [
+                {"key_id": k.key_id.hex(), "offset": k.offset, "wrapping_key": k.wk_id.hex(), "kek_ref": k.kek_ref}
+                for k in self.keys
+            ],
+            "erasure": None
+            if self.erasure is None
+            else {
+                "offset": self.erasure.offset,
+                "request_id": self.erasure.request_id,
+                "requested_at_ms": self.erasure.requested_at_ms,
+            },
+        }
+
+
+class _Lru:
+    """key id → (subject, unwrapped key), least recently used out first."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise KeysConfigError(f"the key cache needs room for at least one key, got {capacity}")
+        self.capacity = capacity
+        self.entries: OrderedDict[bytes, tuple[str, bytes]] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key_id: bytes) -> bytes | None:
+        entry = self.entries.get(key_id)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.entries.move_to_end(key_id)
+        self.hits += 1
+        return entry[1]
+
+    def put(self, key_id: bytes, subject: str, key: bytes) -> None:
+        self.entries[key_id] = (subject, key)
+        self.entries.move_to_end(key_id)
+        while len(self.entries) > self.capacity:
+            _, (_, evicted) = self.entries.popitem(last=False)
+            CIPHERS.forget(evicted)
+
+    def drop(self, key_id: bytes) -> None:
+        entry = self.entries.pop(key_id, None)
+        if entry is not None:
+            CIPHERS.forget(entry[1])
+
+    def clear(self) -> None:
+        for _, key in self.entries.values():
+            CIPHERS.forget(key)
+        self.entries.clear()
+
+
+class KeyTable:
+    """A continuously refreshed view of the keys topic. Thread-safe; start it once, share it.
+
+    ``kms`` unwraps wrapping keys: one KMS, or a mapping provider name → KMS. ``store_path`` makes
+    the store persistent (resumes after a restart); by default it is a temporary directory removed at
+    :meth:`close`. ``register=False`` skips the readers registry (only for tools that hold no keys).
+    """
+
+    def __init__(
+        self,
+        client: ClientConfig,
+        kms: Kms | Mapping[str, Kms] | None,
+        *,
+        topic: str = KEYS_TOPIC_DEFAULT,
+        store_path: Path | None = None,
+        temp_dir: Path | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        readers_topic: str = READERS_TOPIC_DEFAULT,
+        reader_id: str | None = None,
+        heartbeat_interval: float = 5.0,
+        register: bool = True,
+        absent_wait: float = 5.0,
+        poll_timeout: float = 0.1,
+        start: bool = True,
+    ) -> None:
+        self.client = client
+        self.topic = topic
+        self._kms: dict[str, Kms] = {} if kms is None else dict(kms) if isinstance(kms, Mapping) else {kms.name: kms}
+        self._keys_topic = KeysTopic(client, topic)
+        self.partitions = self._keys_topic.partitions  # KeysTopicMissing now, not in the thread
+        self.store = KeyStore(store_path, topic=topic, temp_base=temp_dir)
+        self.readers_topic = readers_topic
+        self.reader_id = reader_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.heartbeat_interval = heartbeat_interval
+        self.register = register
+        self.absent_wait = absent_wait
+        self.poll_timeout = poll_timeout
+        self._lru = _Lru(cache_size)
+        self._wks = WrappingKeyCache()
+        self._lock = threading.Lock()
+        self._progress = threading.Condition()
+        self._applied: dict[int, int] = {p: 0 for p in range(self.partitions)}
+        self._eof: set[int] = set()
+        self._corrupt_wks: set[bytes] = set()
+        self._confirmed_erased: OrderedDict[bytes, str] = OrderedDict()
+        self._problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._started_ms = now_ms()
+        self._heartbeat_producer: Producer | None = None
+        self._last_heartbeat = 0.0
+        self._probe: Consumer | None = None
+        self._probe_lock = threading.Lock()
+        self.stats_counters = {"records": 0, "corrupt": 0, "markers": 0, "tombstones": 0, "heartbeat_errors": 0}
+        self.heartbeat_error: str | None = None
+        if start:
+            self.start()
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> KeyTable:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"strongroom-keytable-{self.topic}", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop reading, say goodbye to the registry, drop every key from memory, remove a temporary store."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        try:
+            self._heartbeat(closed=True, flush=True)
+        finally:
+            with self._lock:
+                self._lru.clear()
+            self._wks.clear()
+            if self._probe is not None:
+                self._probe.close()
+            self.store.close()
+            with self._progress:
+                self._progress.notify_all()
+
+    def __enter__(self) -> KeyTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ waiting
+    def applied_offsets(self) -> dict[int, int]:
+        """Next offset to apply per keys partition (everything below it is applied)."""
+        with self._progress:
+            return dict(self._applied)
+
+    def wait_for_offsets(self, targets: Mapping[int, int], timeout: float = 60.0) -> None:
+        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``."""
+        deadline = time.monotonic() + timeout
+        with self._progress:
+            while True:
+                self._check_alive()
+                behind = {p: o for p, o in targets.items() if self._applied.get(p, 0) < o}
+                if not behind:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KeyTableTimeout(
+                        f"key table of {self.topic!r} did not reach offsets {behind} within {timeout:.0f}s "
+                        f"(it is at {{{', '.join(f'{p}: {self._applied.get(p, 0)}' for p in behind)}}})"
+                    )
+                self._progress.wait(min(remaining, 0.5))
+
+    def wait_caught_up(self, timeout: float = 60.0) -> None:
+        """Block until the table has applied everything written to the keys topic before this call."""
+        ends = {p: high for p, (_, high) in self._watermarks().items()}
+        self.wait_for_offsets(ends, timeout)
+
+    def _watermarks(self, partitions: list[int] | None = None) -> dict[int, tuple[int, int]]:
+        wanted = list(range(self.partitions)) if partitions is None else partitions
+        with self._probe_lock:
+            if self._probe is None:
+                self._probe = Consumer(self.client.consumer("strongroom-keys-probe", {"log_level": 0}))
+            probe = self._probe
+            out: dict[int, tuple[int, int]] = {}
+            for p in wanted:
+                low, high = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=15)
+                out[p] = (int(low), int(high))
+            return out
+
+    def _check_alive(self) -> None:
+        if self._failure is not None:
+            raise KeyTableClosed(
+                f"the key table's reader thread stopped: {self._failure}",
+                hint="erasures are no longer applied; create a new KeyTable",
+            )
+        if self._closed:
+            raise KeyTableClosed(f"the key table of {self.topic!r} is closed")
+
+    # ------------------------------------------------------------------ lookups
+    def lookup(self, key_id: bytes | SubjectKeyRef, subject: str | bytes | None = None) -> bytes | None:
+        """The subject key, ``None`` if it has not arrived yet; :class:`SubjectErased` if it was erased.
+
+        Pass the record's ``subject`` when known: an unknown key of a subject with an erasure marker
+        is then reported erased once the table has read that partition to its end.
+        """
+        self._check_alive()
+        kid = key_id.key_id if isinstance(key_id, SubjectKeyRef) else key_id
+        with self._lock:
+            hit = self._lru.get(kid)
+        if hit is not None:
+            return hit
+        key = self._load(kid)
+        if key is not None:
+            return key
+        erased_subject = self.store.erased_subject_of(kid) or self._confirmed_erased.get(kid)
+        if erased_subject is not None:
+            raise SubjectErased(
+                f"subject key {kid.hex()} of subject {subject_fingerprint(erased_subject.encode())} was erased"
+            )
+        if subject is None:
+            return None
+        subject_text = subject.decode("utf-8", "surrogateescape") if isinstance(subject, bytes) else subject
+        if self.store.marker(subject_text) is None:
+            return None
+        # The subject was erased and the key is unknown: either it will never exist (a never-stored
+        # post-erasure key) or it is a new-generation key still on its way. Read to the end to know.
+        if not self._reached_current_end(subject_partition(subject_text, self.partitions)):
+            return None
+        key = self._load(kid)
+        if key is not None:
+            return key
+        with self._lock:
+            self._confirmed_erased[kid] = subject_text
+            while len(self._confirmed_erased) > self._lru.capacity:
+                self._confirmed_erased.popitem(last=False)
+        raise SubjectErased(
+            f"subject key {kid.hex()} of erased subject {subject_fingerprint(subject_text.encode())} "
+            "does not exist (written after the erasure under the never-stored-key policy)"
+        )
+
+    def _reached_current_end(self, partition: int) -> bool:
+        ((_, high),) = self._watermarks([partition]).values()
+        try:
+            self.wait_for_offsets({partition: high}, self.absent_wait)
+        except KeyTableTimeout:
+            return False
+        return True
+
+    def _load(self, key_id: bytes) -> bytes | None:
+        stored = self.store.key(key_id)
+        if stored is None:
+            return None
+        key = self._unwrap(stored)
+        if key is None:
+            return None
+        with self._lock:
+            # Only cache it if no erasure removed it meanwhile (the applier evicts under this lock).
+            if self.store.key(key_id) is not None:
+                self._lru.put(key_id, stored.subject, key)
+        return key
+
+    def _unwrap(self, stored: StoredKey) -> bytes | None:
+        cipher = self._wrapping_key(stored.wk_id)
+        if cipher is None:
+            return None
+        return unwrap_subject_key(cipher, stored.wrapped, stored.subject.encode("utf-8"), stored.key_id, stored.wk_id)
+
+    def _wrapping_key(self, wk_id: bytes) -> AESGCM | None:
+        cipher = self._wks.get(wk_id)
+        if cipher is not None:
+            return cipher
+        stored = self.store.wrapping_key(wk_id)
+        if stored is None:
+            if wk_id in self._corrupt_wks:
+                raise WrappingKeyUnavailable(f"wrapping key {wk_id.hex()} has a corrupt record in {self.topic!r}")
+            return None
+        kms = self._kms.get(stored.edek.provider)
+        if kms is None:
+            raise KmsConfigError(
+                f"wrapping key {wk_id.hex()} is wrapped by KEK {stored.edek.kek_ref!r} of KMS "
+                f"{stored.edek.provider!r}, which this reader has no configuration for (it has {sorted(self._kms)})"
+            )
+        return self._wks.get_or_fetch(wk_id, lambda: kms.unwrap(stored.edek))
+
+    def remember_wrapping_key(self, wk_id: bytes, wk: bytes) -> None:
+        """Seed the wrapping-key cache with a WK this process just made (saves its KMS unwrap)."""
+        self._wks.put(wk_id, wk)
+
+    def key_lookup(self, key_ref: KeyRef) -> bytes | None:
+        """A ``KeyLookup`` for the envelope: key, ``None`` for erased, :class:`KeyNotYetAvailable` otherwise.
+
+        Use as ``kms_key_lookup(kms, subject_keys=table.key_lookup)``. Prefer :meth:`key_lookup_for`
+        when the record's subject is known.
+        """
+        return self._envelope_lookup(key_ref, None)
+
+    def key_lookup_for(self, subject: str | bytes) -> KeyLookup:
+        """A ``KeyLookup`` for records of one subject (applies the erased-subject rule)."""
+        return lambda key_ref: self._envelope_lookup(key_ref, subject)
+
+    def _envelope_lookup(self, key_ref: KeyRef, subject: str | bytes | None) -> bytes | None:
+        if not isinstance(key_ref, SubjectKeyRef):
+            raise KmsConfigError(f"the key table only holds subject keys, not {key_ref!r}")
+        try:
+            key = self.lookup(key_ref, subject)
+        except SubjectErased:
+            return None
+        if key is None:
+            raise KeyNotYetAvailable(f"subject key {key_ref.key_id.hex()} has not arrived in {self.topic!r} yet")
+        return key
+
+    def subject_state(self, subject: str) -> SubjectState:
+        self._check_alive()
+        keys = tuple(
+            KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref) for k in self.store.live_keys(subject)
+        )
+        marker = self.store.marker(subject)
+        erasure = None
+        if marker is not None:
+            erasure = ErasureInfo(marker.partition, marker.offset, marker.request_id, marker.requested_at_ms)
+        return SubjectState(subject, subject_partition(subject, self.partitions), keys, erasure)
+
+    def current_key(self, subject: str) -> SubjectKey | None:
+        """The subject's current key (its first live key in partition order), unwrapped; None if none."""
+        self._check_alive()
+        for stored in self.store.live_keys(subject):
+            key = self._load(stored.key_id)
+            if key is not None:
+                return SubjectKey(subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset)
+            return None
+        return None
+
+    # ------------------------------------------------------------------ the chain KEK → WK → SK
+    def wrapping_keys(self) -> list[dict[str, Any]]:
+        """Every wrapping key with its KEK and how many live subject keys it wraps."""
+        counts = self.store.keys_per_wrapping_key()
+        return [
+            {
+                "wk_id": wk.wk_id.hex(),
+                "kek_ref": wk.edek.kek_ref,
+                "created_ms": wk.created_ms,
+                "subject_keys": counts.get(wk.wk_id, 0),
+            }
+            for wk in self.store.wrapping_keys()
+        ]
+
+    def subjects_under_kek(self, kek_ref: str) -> Iterator[str]:
+        """Subjects whose keys become unreadable if ``kek_ref`` (``provider:kek-id``) is lost."""
+        wk_ids = [wk.wk_id for wk in self.store.wrapping_keys() if wk.edek.kek_ref == kek_ref]
+        return self.store.subjects_under(wk_ids)
+
+    def chain_of(self, key_ids: Iterable[bytes]) -> dict[bytes, KeyChainLink]:
+        """For each known (live) key id: its subject, wrapping key and that WK's EDEK (None if missing).
+
+        No KMS call: recovery and inventory use this to follow SK → WK → KEK.
+        """
+        links: dict[bytes, KeyChainLink] = {}
+        for key_id in dict.fromkeys(key_ids):
+            stored = self.store.key(key_id)
+            if stored is None:
+                continue
+            wk = self.store.wrapping_key(stored.wk_id)
+            links[key_id] = KeyChainLink(key_id, stored.subject, stored.wk_id, None if wk is None else wk.edek)
+        return links
+
+    def kek_of_key(self, key_id: bytes) -> str | None:
+        """The KEK a subject key depends on today (through its wrapping key)."""
+        stored = self.store.key(key_id)
+        if stored is None:
+            return None
+        wk = self.store.wrapping_key(stored.wk_id)
+        return wk.edek.kek_ref if wk is not None else None
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            lru = {"size": len(self._lru.entries), "hits": self._lru.hits, "misses": self._lru.misses}
+        return {
+            "reader_id": self.reader_id,
+            "topic": self.topic,
+            "applied": self.applied_offsets(),
+            "lru": lru,
+            "wrapping_keys_unwrapped": len(self._wks),
+            "kms_unwraps": self._wks.kms_unwraps,
+            "store": {"path": str(self.store.path), "persistent": self.store.persistent, **self.store.counts()},
+            "problems": list(self._problems),
+            "heartbeat_error": self.heartbeat_error,
+            **self.stats_counters,
+        }
+
+    # ------------------------------------------------------------------ the reader thread
+    def _run(self) -> None:
+        consumer: Consumer | None = None
+        try:
+            consumer = Consumer(
+                self.client.consumer(
+                    "strongroom-key-table",
+                    {"enable.partition.eof": True, "fetch.wait.max.ms": 100, "log_level": 0},
+                )
+            )
+            self._assign(consumer)
+            self._heartbeat()
+            last_partition_check = time.monotonic()
+            while not self._stop.is_set():
+                messages = consumer.consume(1000, self.poll_timeout)
+                if messages:
+                    self._apply(messages)
+                now = time.monotonic()
+                if now - last_partition_check > _PARTITION_CHECK_SECONDS:
+                    last_partition_check = now
+                    self._follow_new_partitions(consumer)
+                if now - self._last_heartbeat >= self.heartbeat_interval:
+                    self._heartbeat()
+        except BaseException as exc:  # noqa: BLE001 - recorded; every lookup now fails closed
+            log.error("key table reader of %s stopped: %s", self.topic, exc)
+            self._failure = exc
+        finally:
+            if consumer is not None:
+                consumer.close()
+            with self._progress:
+                self._progress.notify_all()
+
+    def _assign(self, consumer: Consumer) -> None:
+        stored = self.store.next_offsets()
+        if stored:
+            ends = self._watermarks()
+            if any(stored.get(p, 0) > high for p, (_, high) in ends.items()):
+                log.warning("keys topic %s is shorter than the persistent store remembers: rebuilding", self.topic)
+                self.store.reset()
+                stored = {}
+        with self._progress:
+            for p in range(self.partitions):
+                self._applied[p] = stored.get(p, 0)
+        consumer.assign(
+            [TopicPartition(self.topic, p, stored.get(p, OFFSET_BEGINNING)) for p in range(self.partitions)]
+        )
+
+    def _follow_new_partitions(self, consumer: Consumer) -> None:
+        try:
+            current = KeysTopic(self.client, self.topic).partitions
+        except StrongroomError:
+            return
+        if current > self.partitions:
+            message = (
+                f"keys topic {self.topic!r} grew from {self.partitions} to {current} partitions: "
+                "subjects moved partitions, key ordering guarantees are void (never add partitions)"
+            )
+            log.error(message)
+            self._problems.append(message)
+            added = list(range(self.partitions, current))
+            consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in added])
+            with self._progress:
+                for p in added:
+                    self._applied[p] = 0
+            self.partitions = current
+
+    def _apply(self, messages: list[Any]) -> None:
+        batch: list[tuple[int, int, KeysRecord]] = []
+        next_offsets: dict[int, int] = {}
+        for msg in messages:
+            partition = msg.partition()
+            err = msg.error()
+            if err is not None:
+                if err.code() == RdKafkaError._PARTITION_EOF:
+                    next_offsets[partition] = max(next_offsets.get(partition, 0), msg.offset())
+                    self._eof.add(partition)
+                elif err.fatal():
+                    raise KeyTableClosed(f"reading keys topic {self.topic!r} failed: {err}")
+                else:
+                    log.warning("reading keys topic %s: %s (retrying)", self.topic, err)
+                continue
+            offset = msg.offset()
+            next_offsets[partition] = offset + 1
+            self.stats_counters["records"] += 1
+            record = self._decode(partition, offset, msg.key(), msg.value())
+            if record is not None:
+                batch.append((partition, offset, record))
+        with self._progress:
+            next_offsets = {p: o for p, o in next_offsets.items() if o > self._applied.get(p, 0)}
+        if not batch and not next_offsets:
+            return
+        effects = self.store.apply(batch, next_offsets)
+        if effects.erased_key_ids or effects.wrapping_keys_removed:
+            with self._lock:
+                for key_id in effects.erased_key_ids:
+                    self._lru.drop(key_id)
+            for wk_id in effects.wrapping_keys_removed:
+                self._wks.forget(wk_id)
+        self.stats_counters["markers"] += len(effects.erased_subjects)
+        with self._progress:
+            self._applied.update(next_offsets)
+            self._progress.notify_all()
+        if effects.erased_subjects:
+            self._heartbeat()  # let `erasure status` see the marker applied without waiting an interval
+
+    def _decode(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> KeysRecord | None:
+        try:
+            record = records.decode(key, value)
+        except CorruptKeyRecord as exc:
+            self.stats_counters["corrupt"] += 1
+            problem = f"skipped keys record {self.topic}/{partition}@{offset}: {exc.problem}"
+            log.warning("%s (%s)", problem, exc.hint)
+            self._problems.append(problem)
+            if key and key.startswith(records.WRAPPING_KEY_PREFIX) and len(key) == 2 + records.WK_ID_SIZE:
+                self._corrupt_wks.add(key[2:])
+            return None
+        if isinstance(record, ErasureMarker) and record.problem:
+            problem = (
+                f"erasure marker {self.topic}/{partition}@{offset} has an unreadable value "
+                f"({record.problem}); applied anyway"
+            )
+            log.warning(problem)
+            self._problems.append(problem)
+        if isinstance(record, records.SubjectKeyTombstone):
+            self.stats_counters["tombstones"] += 1
+        if isinstance(record, WrappingKeyRecord):
+            self._corrupt_wks.discard(record.wk_id)
+        return record
+
+    # ------------------------------------------------------------------ registry
+    def _heartbeat(self, *, closed: bool = False, flush: bool = False) -> None:
+        self._last_heartbeat = time.monotonic()
+        if not self.register:
+            return
+        try:
+            if self._heartbeat_producer is None:
+                create_readers_topic(self.client, self.readers_topic)
+                self._heartbeat_producer = Producer(self.client.producer({"linger.ms": 0, "log_level": 0}))
+            heartbeat = ReaderHeartbeat(
+                reader_id=self.reader_id,
+                keys_topic=self.topic,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                persistent=self.store.persistent,
+                store=str(self.store.path),
+                started_ms=self._started_ms,
+                last_seen_ms=now_ms(),
+                interval_ms=int(self.heartbeat_interval * 1000),
+                applied=self.applied_offsets(),
+                caught_up=len(self._eof) >= self.partitions,
+                closed=closed,
+            )
+            self._heartbeat_producer.produce(
+                self.readers_topic,
+                key=self.reader_id.encode("utf-8"),
+                value=heartbeat.to_bytes(),
+                on_delivery=self._on_heartbeat,
+            )
+            self._heartbeat_producer.poll(0)
+            if flush:
+                self._heartbeat_producer.flush(10)
+        except Exception as exc:  # noqa: BLE001 - a registry problem must not stop key reading
+            self._on_heartbeat(exc, None)
+
+    def _on_heartbeat(self, err: Any, _msg: Any) -> None:
+        if err is None:
+            self.heartbeat_error = None
+            return
+        self.stats_counters["heartbeat_errors"] += 1
+        if self.heartbeat_error is None:
+            log.warning(
+                "key reader %s cannot publish its heartbeat to %s (%s): erasures it holds cannot be verified",
+                self.reader_id,
+                self.readers_topic,
+                err,
+            )
+        self.heartbeat_error = str(err)

@@ -1,0 +1,344 @@
+"""Kafka I/O of the keys area: creating the keys and readers topics, writing records durably, scanning.
+
+Every client starts from :class:`strongroom.kafka.config.ClientConfig` (idempotent ``acks=all``
+producers, resilient timeouts). A write is only reported done when every record's delivery report
+came back without error: callers use the offsets from those reports (partition order is what makes
+key creation race-free and erasure final).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+from strongroom.errors import KafkaError, StrongroomError
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys import records
+from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
+from strongroom.keys.murmur2 import partition_for, subject_partition
+from strongroom.keys.records import KeysRecord, LayoutRecord
+from strongroom.keys.topic_config import KEYS_TOPIC_CONFIG, KEYS_TOPIC_DEFAULT, READERS_TOPIC_CONFIG
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PARTITIONS: Final = 12
+
+
+class RawRecord(NamedTuple):
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def admin_client(client: ClientConfig) -> AdminClient:
+    return AdminClient(client.admin({"log_level": 0}))
+
+
+def topic_partitions(admin: AdminClient, topic: str, timeout: float = 15.0) -> int:
+    """Partition count of ``topic``; :class:`KeysTopicMissing` if it does not exist."""
+    try:
+        metadata = admin.list_topics(topic, timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot read metadata of topic {topic!r}: {exc.args[0]}") from None
+    md = metadata.topics.get(topic)
+    if md is None or md.error is not None or not md.partitions:
+        raise KeysTopicMissing(f"topic {topic!r} does not exist")
+    return len(md.partitions)
+
+
+def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
+    try:
+        return len(admin.list_topics(timeout=timeout).brokers)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot reach the Kafka cluster: {exc.args[0]}") from None
+
+
+def effective_topic_config(admin: AdminClient, topic: str, timeout: float = 15.0) -> dict[str, str]:
+    """The topic's effective configuration (topic overrides merged over broker defaults)."""
+    resource = ConfigResource("topic", topic)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot describe the configuration of topic {topic!r}: {exc.args[0]}") from None
+    return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def _create_topic(
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    replication_factor: int | None,
+    config: Mapping[str, str],
+    timeout: float,
+) -> tuple[bool, int]:
+    brokers = broker_count(admin, timeout)
+    rf = replication_factor or min(3, brokers)
+    full = {"min.insync.replicas": str(max(1, rf - 1)), **config}
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=rf, config=full)],
+        operation_timeout=timeout,
+    )[topic]
+    try:
+        future.result(timeout)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, RdKafkaError) and error.code() == RdKafkaError.TOPIC_ALREADY_EXISTS:
+            return False, rf
+        raise KafkaError(f"could not create topic {topic!r}: {error}", hint="check the ACLs and settings") from None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # metadata propagates to every broker a moment later
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
+            break
+        time.sleep(0.1)
+    return True, rf
+
+
+def create_keys_topic(
+    client: ClientConfig,
+    topic: str = KEYS_TOPIC_DEFAULT,
+    *,
+    partitions: int = DEFAULT_PARTITIONS,
+    replication_factor: int | None = None,
+    config_overrides: Mapping[str, str | int] | None = None,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """Create the keys topic (compacted, bounded compaction) and write its layout record.
+
+    Replication factor ``min(3, brokers)`` and ``min.insync.replicas`` one less (at least 1) unless
+    given. An existing topic is left as it is and reported (``created: false``).
+    """
+    admin = admin_client(client)
+    config = {**KEYS_TOPIC_CONFIG, **{k: str(v) for k, v in (config_overrides or {}).items()}}
+    created, rf = _create_topic(admin, topic, partitions, replication_factor, config, timeout)
+    actual = topic_partitions(admin, topic)
+    if created:
+        with KeysWriter(client, topic) as writer:
+            writer.write([(0, LayoutRecord(actual, now_ms()))], error=KafkaError, timeout=timeout)
+    return {"topic": topic, "created": created, "partitions": actual, "replication_factor": rf, "config": config}
+
+
+def create_readers_topic(client: ClientConfig, topic: str, timeout: float = 30.0) -> bool:
+    """Create the (compacted, one-partition) key-readers registry topic if it does not exist."""
+    created, _ = _create_topic(admin_client(client), topic, 1, None, READERS_TOPIC_CONFIG, timeout)
+    return created
+
+
+class KeysWriter:
+    """An idempotent ``acks=all`` producer for keys-topic records with explicit partitions."""
+
+    def __init__(self, client: ClientConfig, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
+        self.topic = topic
+        self._producer = Producer(client.producer({"linger.ms": 2, **(overrides or {})}))
+
+    def write(
+        self,
+        batch: Sequence[tuple[int, KeysRecord]],
+        *,
+        error: type[StrongroomError],
+        timeout: float = 60.0,
+    ) -> list[int]:
+        """Write ``(partition, record)`` pairs, flush, and return their offsets in the same order.
+
+        Raises ``error`` (naming how many records failed and why) unless every record was acknowledged
+        by all in-sync replicas.
+        """
+        offsets: list[int | None] = [None] * len(batch)
+        failures: list[str] = []
+
+        def report(index: int) -> Callable[[Any, Any], None]:
+            def on_delivery(err: Any, msg: Any) -> None:
+                if err is not None:
+                    failures.append(str(err))
+                else:
+                    offsets[index] = msg.offset()
+
+            return on_delivery
+
+        try:
+            for index, (partition, record) in enumerate(batch):
+                key, value = records.encode(record)
+                self._produce(key, value, partition, report(index))
+        except BufferError:
+            self._producer.flush(timeout)
+            raise error(f"the producer queue is full after {len(batch)} records to {self.topic!r}") from None
+        remaining = self._producer.flush(timeout)
+        missing = sum(1 for offset in offsets if offset is None)
+        if remaining or failures or missing:
+            why = failures[0] if failures else f"no acknowledgement within {timeout:.0f}s"
+            raise error(f"{missing} of {len(batch)} records to keys topic {self.topic!r} were not acknowledged: {why}")
+        return [offset for offset in offsets if offset is not None]
+
+    def _produce(self, key: bytes, value: bytes | None, partition: int, callback: Callable[[Any, Any], None]) -> None:
+        while True:
+            try:
+                self._producer.produce(self.topic, key=key, value=value, partition=partition, on_delivery=callback)
+                return
+            except BufferError:
+                if self._producer.poll(1.0) == 0 and len(self._producer) == 0:
+                    raise
+
+    def close(self) -> None:
+        self._producer.flush(5)
+
+    def __enter__(self) -> KeysWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class KeysTopic:
+    """The keys topic as seen by one client: name, partition count, layout check, watermarks, scans."""
+
+    def __init__(self, client: ClientConfig, name: str = KEYS_TOPIC_DEFAULT) -> None:
+        self.client = client
+        self.name = name
+        self._admin: AdminClient | None = None
+        self._partitions: int | None = None
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = admin_client(self.client)
+        return self._admin
+
+    @property
+    def partitions(self) -> int:
+        if self._partitions is None:
+            self._partitions = topic_partitions(self.admin, self.name)
+        return self._partitions
+
+    def partition_of(self, subject: str) -> int:
+        return subject_partition(subject, self.partitions)
+
+    def partition_of_wrapping_key(self, wk_id: bytes) -> int:
+        return partition_for(wk_id, self.partitions)
+
+    def check_layout(self, layout_partitions: int | None) -> None:
+        """Refuse to write when the topic no longer has the partition count it was created with."""
+        current = topic_partitions(self.admin, self.name)
+        if layout_partitions is not None and current != layout_partitions:
+            raise KeysTopicResized(
+                f"keys topic {self.name!r} has {current} partitions but was created with {layout_partitions}"
+            )
+        self._partitions = current
+
+    def read_layout(self, look_at: int = 100) -> int | None:
+        """The partition count of the layout record (written first into partition 0), if there is one."""
+        low, high = self.watermarks([0])[0]
+        for record in self.scan([0], end_offsets={0: min(high, low + look_at)}, timeout=30):
+            if record.key == records.LAYOUT_KEY and record.value is not None:
+                try:
+                    layout = records.decode(record.key, record.value)
+                except StrongroomError:
+                    return None
+                return layout.partitions if isinstance(layout, LayoutRecord) else None
+        return None
+
+    def check_written_layout(self) -> None:
+        """:meth:`check_layout` against the layout record in the topic (for tools without a key table)."""
+        self.check_layout(self.read_layout())
+
+    def config(self) -> dict[str, str]:
+        return effective_topic_config(self.admin, self.name)
+
+    def watermarks(self, partitions: Iterable[int] | None = None, timeout: float = 15.0) -> dict[int, tuple[int, int]]:
+        """``{partition: (log start offset, log end offset)}``."""
+        wanted = list(range(self.partitions)) if partitions is None else list(partitions)
+        consumer = Consumer(self.client.consumer("strongroom-keys-probe", {"log_level": 0}))
+        try:
+            return {p: _watermarks(consumer, self.name, p, timeout) for p in wanted}
+        finally:
+            consumer.close()
+
+    def scan(
+        self,
+        partitions: Iterable[int] | None = None,
+        *,
+        end_offsets: Mapping[int, int] | None = None,
+        timeout: float = 300.0,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[RawRecord]:
+        """Every record of ``partitions`` from the log start up to ``end_offsets`` (default: the current end).
+
+        Records come in offset order per partition (partitions interleave). Raises
+        :class:`~strongroom.errors.KafkaError` if the end is not reached within ``timeout``.
+        """
+        wanted = sorted(set(range(self.partitions) if partitions is None else partitions))
+        consumer = Consumer(
+            self.client.consumer(
+                "strongroom-keys-scan",
+                {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
+            )
+        )
+        try:
+            ends: dict[int, int] = {}
+            total = 0
+            for p in wanted:
+                low, high = _watermarks(consumer, self.name, p, 15.0)
+                end = high if end_offsets is None or p not in end_offsets else min(end_offsets[p], high)
+                if end > low:
+                    ends[p] = end
+                    total += end - low
+            if not ends:
+                return
+            consumer.assign([TopicPartition(self.name, p, OFFSET_BEGINNING) for p in ends])
+            done = 0
+            deadline = time.monotonic() + timeout
+            while ends:
+                if time.monotonic() > deadline:
+                    raise KafkaError(
+                        f"scanning keys topic {self.name!r} did not reach the end of partitions "
+                        f"{sorted(ends)} within {timeout:.0f}s"
+                    )
+                for msg in consumer.consume(1000, 0.5):
+                    err = msg.error()
+                    if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
+                        if err.fatal():
+                            raise KafkaError(f"reading keys topic {self.name!r} failed: {err}")
+                        log.warning("reading keys topic %s: %s (retrying)", self.name, err)
+                        continue
+                    partition, offset = msg.partition(), msg.offset()
+                    if partition is None or offset is None or partition not in ends:
+                        continue
+                    end = ends[partition]
+                    if err is not None:  # end of partition: nothing more to read there now
+                        if offset >= end:
+                            del ends[partition]
+                        continue
+                    if offset >= end:  # the records just below the end were compacted away
+                        del ends[partition]
+                        continue
+                    done += 1
+                    _, timestamp = msg.timestamp()
+                    yield RawRecord(partition, offset, timestamp, msg.key(), msg.value())
+                    if offset >= end - 1:
+                        del ends[partition]
+                if progress is not None:
+                    progress(done, total)
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self._admin = None
+
+
+def _watermarks(consumer: Consumer, topic: str, partition: int, timeout: float) -> tuple[int, int]:
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot read the offsets of {topic}/{partition}: {exc.args[0]}") from None
+    return int(low), int(high)

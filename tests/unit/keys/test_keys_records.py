@@ -1,0 +1,132 @@
+"""Keys-topic record layouts: round trips, message keys that make compaction right, strict decoding."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+import pytest
+
+from strongroom.keys import records
+from strongroom.keys.errors import CorruptKeyRecord, InvalidSubject
+from strongroom.keys.records import (
+    ErasureMarker,
+    IgnoredRecord,
+    LayoutRecord,
+    NudgeRecord,
+    SubjectKeyRecord,
+    SubjectKeyTombstone,
+    WrappingKeyRecord,
+    WrappingKeyTombstone,
+)
+from strongroom.kms.api import Edek
+
+KEY_ID = bytes(range(16))
+WK_ID = bytes(range(16, 32))
+
+
+def subject_key(subject: str = "alice", key_id: bytes = KEY_ID) -> SubjectKeyRecord:
+    return SubjectKeyRecord(subject, key_id, WK_ID, os.urandom(60), 1_700_000_000_000, "vault:subjects")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        subject_key(),
+        subject_key("zoë\x00with nul"),
+        SubjectKeyTombstone("alice", KEY_ID),
+        WrappingKeyRecord(WK_ID, Edek("vault", "subjects", b"vault:v1:abc"), 1),
+        WrappingKeyTombstone(WK_ID),
+        ErasureMarker("alice", "req-1", "dpo@example.com", "art. 17", 2),
+        NudgeRecord(7, 3),
+        LayoutRecord(12, 4),
+    ],
+)
+def test_round_trip(record: records.KeysRecord) -> None:
+    key, value = records.encode(record)
+    assert records.decode(key, value) == record
+
+
+def test_message_keys_keep_every_key_of_a_subject_and_one_marker() -> None:
+    first, _ = records.encode(subject_key(key_id=b"\x01" * 16))
+    second, _ = records.encode(subject_key(key_id=b"\x02" * 16))
+    assert first != second  # compaction keeps both keys of a subject
+    assert first == b"k\x00alice\x00" + b"\x01" * 16
+    marker1, _ = records.encode(ErasureMarker("alice", "a", "x", "y", 1))
+    marker2, _ = records.encode(ErasureMarker("alice", "b", "x", "y", 2))
+    assert marker1 == marker2 == b"e\x00alice"  # a newer request replaces the older marker
+    assert records.encode(WrappingKeyRecord(WK_ID, Edek("local", "k", b"x"), 1))[0] == b"w\x00" + WK_ID
+
+
+def test_values_are_versioned_json_and_never_hold_a_plaintext_key() -> None:
+    record = subject_key()
+    _, value = records.encode(record)
+    assert value is not None
+    document = json.loads(value)
+    assert document["v"] == 1
+    assert document["type"] == "subject-key"
+    assert set(document) == {"v", "type", "key_id", "subject", "wk_id", "wrapped_sk", "alg", "created", "kek_ref"}
+    assert base64.b64decode(document["wrapped_sk"]) == record.wrapped_sk
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (None, b"{}", "no message key"),
+        (b"x\x00what", b"{}", "unknown record kind"),
+        (b"k\x00alice\x00" + KEY_ID, b"\xff\xfe", "not UTF-8 JSON"),
+        (b"k\x00alice\x00" + KEY_ID, b"[1]", "not an object"),
+        (b"k\x00alice\x00" + KEY_ID, b'{"v": 2, "type": "subject-key"}', "version 2"),
+        (b"k\x00alice\x00" + KEY_ID, b'{"v": 1, "type": "erasure"}', "type 'erasure'"),
+        (b"k\x00" + KEY_ID, b"{}", "malformed"),
+        (b"w\x00short", b"{}", "malformed"),
+    ],
+)
+def test_corrupt_records_raise_one_clear_error(key: bytes | None, value: bytes, message: str) -> None:
+    with pytest.raises(CorruptKeyRecord, match=message):
+        records.decode(key, value)
+
+
+def test_a_subject_key_value_must_match_its_message_key() -> None:
+    key, value = records.encode(subject_key())
+    other_key, _ = records.encode(subject_key("bob"))
+    with pytest.raises(CorruptKeyRecord, match="another subject or key id"):
+        records.decode(other_key, value)
+    assert value is not None
+    broken = json.loads(value)
+    broken["wrapped_sk"] = "not base64!"
+    with pytest.raises(CorruptKeyRecord, match="base64"):
+        records.decode(key, json.dumps(broken).encode())
+    broken = json.loads(value)
+    broken["alg"] = "ROT13"
+    with pytest.raises(CorruptKeyRecord, match="algorithm"):
+        records.decode(key, json.dumps(broken).encode())
+
+
+def test_an_unreadable_erasure_marker_is_still_an_erasure_marker() -> None:
+    marker = records.decode(b"e\x00alice", b"garbage")
+    assert isinstance(marker, ErasureMarker)
+    assert marker.subject == "alice"
+    assert marker.problem is not None
+    newer = records.decode(b"e\x00alice", b'{"v": 9, "type": "erasure"}')
+    assert isinstance(newer, ErasureMarker)
+    assert "version 9" in (newer.problem or "")
+
+
+def test_tombstones_of_markers_and_housekeeping_records_are_ignored() -> None:
+    assert records.decode(b"e\x00alice", None) == IgnoredRecord("erasure")
+    assert records.decode(records.nudge_message_key(3), None) == IgnoredRecord("nudge")
+    assert records.decode(records.LAYOUT_KEY, None) == IgnoredRecord("layout")
+
+
+def test_salvage_reads_subject_and_key_id_from_the_message_key_alone() -> None:
+    key, _ = records.encode(subject_key())
+    assert records.salvage_subject_key(key) == SubjectKeyTombstone("alice", KEY_ID)
+    assert records.salvage_subject_key(b"k\x00") is None
+
+
+@pytest.mark.parametrize("subject", ["", "x" * 5000, "\udcff"])
+def test_invalid_subjects_are_refused(subject: str) -> None:
+    with pytest.raises(InvalidSubject):
+        records.check_subject(subject)

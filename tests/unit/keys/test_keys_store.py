@@ -1,0 +1,135 @@
+"""The key table's SQLite store: apply semantics of keys, tombstones and markers; no lingering key bytes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from strongroom.keys.errors import KeysConfigError
+from strongroom.keys.records import (
+    ErasureMarker,
+    KeysRecord,
+    LayoutRecord,
+    SubjectKeyRecord,
+    SubjectKeyTombstone,
+    WrappingKeyRecord,
+)
+from strongroom.keys.store import TEMP_PREFIX, KeyStore, remove_orphaned_temp_stores
+from strongroom.kms.api import Edek
+
+WK = b"w" * 16
+
+
+def key(subject: str, n: int, wrapped: bytes | None = None) -> SubjectKeyRecord:
+    return SubjectKeyRecord(subject, bytes([n]) * 16, WK, wrapped or os.urandom(60), 1, "local:kek")
+
+
+def marker(subject: str) -> ErasureMarker:
+    return ErasureMarker(subject, "req", "dpo", "why", 5)
+
+
+def apply(store: KeyStore, *items: tuple[int, KeysRecord], partition: int = 0) -> None:
+    store.apply([(partition, offset, record) for offset, record in items], {partition: items[-1][0] + 1})
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> KeyStore:
+    return KeyStore(None, topic="keys", temp_base=tmp_path)
+
+
+def test_keys_are_kept_in_partition_order(store: KeyStore) -> None:
+    apply(store, (0, WrappingKeyRecord(WK, Edek("local", "kek", b"x" * 40), 1)), (1, key("a", 2)), (2, key("a", 1)))
+    assert [k.key_id[0] for k in store.live_keys("a")] == [2, 1]  # first key in partition order first
+    assert store.next_offsets() == {0: 3}
+    assert store.wrapping_key(WK) is not None
+
+
+def test_a_marker_erases_every_earlier_key_and_only_those(store: KeyStore) -> None:
+    apply(store, (0, key("a", 1)), (1, key("a", 2)), (2, key("b", 3)), (3, marker("a")), (4, key("a", 4)))
+    assert [k.key_id[0] for k in store.live_keys("a")] == [4]  # a new generation after the marker
+    assert store.erased_subject_of(bytes([1]) * 16) == "a"
+    assert store.erased_subject_of(bytes([2]) * 16) == "a"
+    assert store.live_keys("b")
+    stored = store.marker("a")
+    assert stored is not None
+    assert stored.offset == 3
+
+
+def test_reapplying_an_old_key_cannot_resurrect_it(store: KeyStore) -> None:
+    apply(store, (0, key("a", 1)), (1, marker("a")))
+    apply(store, (0, key("a", 1)))  # e.g. a replay from an older offset
+    assert store.live_keys("a") == []
+    apply(store, (5, key("c", 7)), (6, SubjectKeyTombstone("c", bytes([7]) * 16)))
+    apply(store, (5, key("c", 7)))
+    assert store.live_keys("c") == []
+
+
+def test_a_tombstone_erases_one_key(store: KeyStore) -> None:
+    apply(store, (0, key("a", 1)), (1, key("a", 2)), (2, SubjectKeyTombstone("a", bytes([1]) * 16)))
+    assert [k.key_id[0] for k in store.live_keys("a")] == [2]
+    assert store.erased_subject_of(bytes([1]) * 16) == "a"
+
+
+def test_secure_delete_and_no_on_disk_journal(store: KeyStore) -> None:
+    assert store.pragma("secure_delete") == 1
+    assert store.pragma("journal_mode") == "memory"
+
+
+def test_an_erased_wrapped_key_does_not_linger_in_the_database_file(store: KeyStore) -> None:
+    secret = b"WRAPPED-KEY-BYTES-" + os.urandom(21) + b"-END"
+    apply(store, *[(i, key(f"s{i}", i % 250 + 1)) for i in range(200)])
+    apply(store, (200, key("victim", 251, wrapped=secret)))
+    assert secret in store.path.read_bytes()
+    apply(store, (201, marker("victim")))
+    assert secret not in store.path.read_bytes()
+
+
+def test_temporary_store_is_removed_at_close(store: KeyStore) -> None:
+    directory = store.path.parent
+    assert directory.name.startswith(TEMP_PREFIX)
+    store.close()
+    assert not directory.exists()
+
+
+def test_persistent_store_resumes_and_refuses_another_topic(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite"
+    first = KeyStore(path, topic="keys")
+    apply(first, (0, key("a", 1)), (1, LayoutRecord(3, 1)))
+    first.close()
+    again = KeyStore(path, topic="keys")
+    assert again.persistent
+    assert again.next_offsets() == {0: 2}
+    assert again.layout_partitions() == 3
+    assert [k.key_id[0] for k in again.live_keys("a")] == [1]
+    again.close()
+    assert path.exists()
+    with pytest.raises(KeysConfigError, match="belongs to keys topic 'keys'"):
+        KeyStore(path, topic="other")
+
+
+def test_a_damaged_persistent_store_is_rebuilt(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite"
+    first = KeyStore(path, topic="keys")
+    apply(first, *[(i, key(f"s{i}", i % 250 + 1)) for i in range(300)])
+    first.close()
+    data = bytearray(path.read_bytes())
+    data[5000:9000] = os.urandom(4000)
+    path.write_bytes(bytes(data))
+    rebuilt = KeyStore(path, topic="keys")
+    assert rebuilt.rebuilt
+    assert rebuilt.next_offsets() == {}
+    rebuilt.close()
+
+
+def test_orphaned_temp_stores_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f"{TEMP_PREFIX}{int(dead.stdout)}-abc"
+    orphan.mkdir()
+    alive = tmp_path / f"{TEMP_PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    assert remove_orphaned_temp_stores(tmp_path) == [orphan]
+    assert alive.exists()
