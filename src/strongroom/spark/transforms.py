@@ -71,12 +71,13 @@ def with_subject(batch: DataFrame, rule: TopicRule) -> DataFrame:
     return batch.withColumn("subject", subject_column(rule))
 
 
-def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_value_bytes: int) -> DataFrame:
+def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_value_bytes: int | Column) -> DataFrame:
     """Sink frame encrypting the records of ``batch`` (one rule's topics) under the subjects' keys.
 
     ``batch`` must already have the ``subject`` column (:func:`with_subject`). Records that cannot be
     encrypted get ``status = rejected`` and a ``reason``; their value in the frame is their original
     plaintext so the job can dead-letter them — the job never writes a rejected row to the output topic.
+    ``max_value_bytes`` bounds the *encrypted* value (the output topic's limit minus record headroom).
     """
     out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
     joined = batch.join(F.broadcast(keys), on="subject", how="left")
@@ -115,6 +116,16 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
     else:
         framed = _seal_fields(framed, rule)
         mode = ValueMode.JSON_FIELDS
+    limit = max_value_bytes if isinstance(max_value_bytes, Column) else F.lit(max_value_bytes)
+    too_large = (F.col("status") == OK) & (F.length("sealed") > limit)
+    framed = framed.withColumn(
+        "reason",
+        F.when(
+            too_large,
+            F.concat(F.lit("encrypted value would be "), F.length("sealed").cast("string"),
+                     F.lit(" bytes, above the output topic's limit of "), limit.cast("string"), F.lit(" bytes")),
+        ).otherwise(F.col("reason")),
+    ).withColumn("status", F.when(too_large, F.lit(REJECTED)).otherwise(F.col("status")))  # fmt: skip
     return framed.select(
         *source_coordinates(),
         (F.col("status").isin(OK, PASSTHROUGH)).alias("emit"),
@@ -314,6 +325,7 @@ def decrypt_frame(
         "subject",
         "key_id",
         F.col("value").alias("ciphertext"),
+        F.col("headers").alias("orig_headers"),
     )
 
 

@@ -1,0 +1,231 @@
+"""What the encrypt and decrypt jobs share: settings, the Kafka source, topic preparation, counters."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from strongroom.errors import ConfigError, KafkaError, PipelineError
+from strongroom.kafka.config import ClientConfig
+from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.spark.kafka_sink import TransactionalSinkConfig
+
+log = logging.getLogger(__name__)
+
+#: Record overhead kept free below the output topic's max.message.bytes (record framing, headers).
+RECORD_HEADROOM = 1024
+
+#: Session settings every pipeline needs: broadcast blocks, spills and driver→JVM transfers of the
+#: per-batch keys frame are encrypted with a per-application key and never reach local disk in clear.
+PIPELINE_SPARK_CONF = {"spark.io.encryption.enabled": "true"}
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Settings shared by the encrypt and decrypt pipelines."""
+
+    bootstrap_servers: str
+    rules: EncryptionRules
+    kms: Mapping[str, Any]
+    checkpoint: str
+    app_id: str | None = None
+    client_properties: Mapping[str, Any] = field(default_factory=dict)
+    keys_topic: str = "strongroom-keys"
+    dead_letter_topic: str | None = None
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: int | None = None
+    trigger_seconds: float | None = None  # None: process what is there now, then stop
+    create_topics: bool = True
+    #: How long a failing exactly-once write is retried (broker outages, NOT_ENOUGH_REPLICAS).
+    write_retry_deadline_s: float = 1800.0
+
+    @property
+    def client(self) -> ClientConfig:
+        return ClientConfig(self.bootstrap_servers, dict(self.client_properties))
+
+    def stable_app_id(self, kind: str) -> str:
+        """The pipeline's identity across restarts: explicit, or derived from the checkpoint location."""
+        if self.app_id:
+            return self.app_id
+        return f"{kind}-{hashlib.sha256(self.checkpoint.encode()).hexdigest()[:12]}"
+
+    def sink(self, kind: str) -> TransactionalSinkConfig:
+        return TransactionalSinkConfig(
+            self.bootstrap_servers,
+            self.stable_app_id(kind),
+            dict(self.client_properties),
+            retry_deadline_s=self.write_retry_deadline_s,
+        )
+
+
+def kafka_stream(spark: SparkSession, settings: PipelineSettings, subscription: Mapping[str, str]) -> DataFrame:
+    """Spark's Kafka source over the subscription, with headers."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("includeHeaders", "true")
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", "false")
+    )
+    for key, value in settings.client_properties.items():
+        reader = reader.option(f"kafka.{key}", str(value))
+    for key, value in subscription.items():
+        reader = reader.option(key, value)
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    return reader.load()
+
+
+def rule_condition(rules: EncryptionRules, index: int) -> Any:
+    """Rows of ``rules.rules[index]``: it matches and no earlier rule does (first match wins)."""
+
+    def matches(rule: TopicRule) -> Any:
+        return F.col("topic").rlike(f"^(?:{rule.topic})$") if rule.pattern else F.col("topic") == F.lit(rule.topic)
+
+    condition = matches(rules.rules[index])
+    for earlier in rules.rules[:index]:
+        condition = condition & ~matches(earlier)
+    return condition
+
+
+class TopicPreparer:
+    """Creates missing output topics like their source (partitions, replication) and reads size limits."""
+
+    def __init__(self, client: ClientConfig, create: bool) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.create = create
+        self.admin = AdminClient(client.admin())
+        self._limits: dict[str, int] = {}
+
+    def ensure(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Make sure each ``(source, output)`` output topic exists."""
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        wanted = dict(pairs)
+        if not wanted:
+            return
+        metadata = self._metadata()
+        missing = {out: src for out, src in ((o, s) for s, o in wanted.items()) if out not in metadata.topics}
+        if not missing:
+            return
+        if not self.create:
+            raise ConfigError(
+                f"output topics {sorted(missing)} do not exist",
+                hint="create them (same partitions as the source) or allow the pipeline to create them",
+            )
+        brokers = len(metadata.brokers)
+        new = []
+        for out, src in missing.items():
+            src_md = metadata.topics.get(src)
+            partitions = len(src_md.partitions) if src_md is not None else 1
+            replicas = (
+                len(src_md.partitions[0].replicas) if src_md is not None and src_md.partitions else min(3, brokers)
+            )
+            new.append(NewTopic(out, num_partitions=partitions, replication_factor=min(replicas, brokers)))
+        for topic, future in self.admin.create_topics(new, operation_timeout=30).items():
+            try:
+                future.result(60)
+            except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent creator is fine
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise KafkaError(f"cannot create output topic {topic!r}: {exc}", hint="create it by hand") from None
+        log.info("created output topics %s", sorted(missing))
+
+    def max_message_bytes(self, topic: str) -> int:
+        """The topic's effective ``max.message.bytes`` (cached)."""
+        if topic not in self._limits:
+            from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+            resource = ConfigResource("topic", topic)
+            try:
+                configs = self.admin.describe_configs([resource])[resource].result(30)
+                self._limits[topic] = int(configs["max.message.bytes"].value)
+            except Exception as exc:  # noqa: BLE001 - surfaced as one clear error
+                raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
+        return self._limits[topic]
+
+    def _metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=30)
+        except Exception as exc:  # noqa: BLE001
+            raise KafkaError(f"cannot read cluster metadata: {exc}") from None
+
+
+@dataclass
+class Counters:
+    """Per-status record counts over the life of a job (reported as progress and in the result)."""
+
+    batches: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+    replayed_skipped: int = 0
+
+    def add_statuses(self, counts: Mapping[str, int]) -> None:
+        for status, n in counts.items():
+            self.by_status[status] = self.by_status.get(status, 0) + int(n)
+
+    def add_summaries(self, summaries: Iterable[Mapping[str, Any]]) -> None:
+        for s in summaries:
+            self.written += int(s["written"])
+            self.replayed_skipped += int(s["replayed_skipped"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "records": dict(sorted(self.by_status.items())),
+            "written": self.written,
+            "replayed_skipped": self.replayed_skipped,
+        }
+
+
+def first_row_error(frame: DataFrame, status: str, what: str) -> PipelineError | None:
+    """A PipelineError naming the first row of ``status`` (topic/partition/offset and reason), if any."""
+    rows = (
+        frame.filter(F.col("status") == status)
+        .select("src_topic", "src_partition", "src_offset", "reason")
+        .orderBy("src_topic", "src_partition", "src_offset")
+        .limit(1)
+        .collect()
+    )
+    if not rows:
+        return None
+    r = rows[0]
+    return PipelineError(
+        f"{what} {r['src_topic']}[{r['src_partition']}]@{r['src_offset']}: {r['reason']}",
+        hint="fix the record or the rule, or run with a dead-letter topic to divert such records",
+    )
+
+
+def dead_letter(frame: DataFrame, status: str, dlq_topic: str, *, original_value: str = "value") -> DataFrame:
+    """Route rows of ``status`` to the dead-letter topic, unchanged, with the reason in headers."""
+    is_dead = F.col("status") == status
+    reason_header = F.struct(
+        F.lit("strongroom.dead-letter.reason").alias("key"), F.col("reason").cast("binary").alias("value")
+    )
+    source_header = F.struct(
+        F.lit("strongroom.dead-letter.source").alias("key"),
+        F.concat_ws("/", F.col("src_topic"), F.col("src_partition").cast("string"), F.col("src_offset").cast("string"))
+        .cast("binary")
+        .alias("value"),
+    )
+    return (
+        frame.withColumn("emit", F.when(is_dead, F.lit(True)).otherwise(F.col("emit")))
+        .withColumn("topic", F.when(is_dead, F.lit(dlq_topic)).otherwise(F.col("topic")))
+        .withColumn("value", F.when(is_dead, F.col(original_value)).otherwise(F.col("value")))
+        .withColumn(
+            "headers",
+            F.when(
+                is_dead,
+                F.concat(
+                    F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
+                    F.array(reason_header, source_header),
+                ),
+            ).otherwise(F.col("headers")),
+        )
+    )

@@ -1,0 +1,416 @@
+"""The decrypt pipeline: encrypted topics in, usable records out (Kafka exactly-once, Parquet, console).
+
+Per micro-batch (``foreachBatch`` on the driver):
+
+1. held subjects whose keys arrived are released first (:mod:`strongroom.spark.jobs.pending`), so each
+   subject's records leave in source order;
+2. the distinct ``(key id, subject)`` pairs of the batch are looked up in the key table (a continuously
+   refreshed view of the keys topic): available, erased, not arrived yet, or lost (the wrapping key's
+   KEK is gone or disabled in the KMS). A KMS outage is waited out, never reported as a lost key;
+3. the keys frame is broadcast-joined and records are opened in the JVM (whole values) or on Arrow
+   batches in Python (JSON fields); erased subjects lose their encrypted fields (field mode) or are
+   dropped / kept with a null value (whole-value mode, ``erased``);
+4. per-record failures (lost KEK, tampered or moved records, unknown format versions) follow
+   ``on_failure``: ``fail`` (default) stops with an error naming topic, partition, offset and KEK — for
+   a lost or disabled KEK only after ``lost_kek_wait_s`` of re-checking, so a KEK that is restored
+   (deletion cancelled, soft-delete undone) heals the running pipeline without a restart; ``dead-letter``
+   diverts the ciphertext unchanged; ``skip`` drops it and counts it;
+5. records whose key has not arrived are written to the pending topic in the same transaction as the
+   output; the output goes to Kafka exactly once, or to Parquet (one directory per batch id, overwritten
+   on replay) or the console.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from strongroom.envelope import RecordContext, decrypt_json_fields, decrypt_value
+from strongroom.envelope.errors import SubjectErased
+from strongroom.errors import EnvelopeError, KeysError, KmsError, PipelineError, StrongroomError
+from strongroom.kms.api import Kms
+from strongroom.kms.errors import KmsUnavailable
+from strongroom.spark.jobs.common import (
+    Counters,
+    PipelineSettings,
+    TopicPreparer,
+    dead_letter,
+    kafka_stream,
+    rule_condition,
+)
+from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
+from strongroom.spark.kafka_sink import write_exactly_once
+from strongroom.spark.session import jvm_log
+from strongroom.spark.transforms import (
+    DECRYPT_KEYS_SCHEMA,
+    ERASED,
+    FAILED,
+    KEY_AVAILABLE,
+    KEY_ERASED,
+    KEY_LOST,
+    KEY_PENDING,
+    OK,
+    PENDING,
+    decrypt_frame,
+    with_key_ids,
+)
+
+log = logging.getLogger(__name__)
+
+OnFailure = Literal["fail", "dead-letter", "skip"]
+Output = Literal["kafka", "parquet", "console"]
+
+
+class DecryptJob:
+    """Thin I/O shell around :func:`~strongroom.spark.transforms.decrypt_frame`; the session is passed in."""
+
+    kind = "decrypt"
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: PipelineSettings,
+        *,
+        kms: Kms | None = None,
+        output: Output = "kafka",
+        output_path: str | None = None,
+        output_topic: str = "$(base).decrypted",
+        on_failure: OnFailure = "fail",
+        erased: Literal["drop", "mark"] = "drop",
+        lost_kek_wait_s: float = 300.0,
+        kek_recheck_s: float = 15.0,
+        kms_outage_wait_s: float = 1800.0,
+        topic_map: dict[str, str] | None = None,
+        max_pending: int = 100_000,
+        pending_timeout_s: float = 600.0,
+        on_batch: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> None:
+        from strongroom.keys.table import KeyTable
+        from strongroom.kms.registry import kms_from_config
+
+        if output == "parquet" and not output_path:
+            raise PipelineError("decrypting to Parquet needs an output path", hint="pass --output-path")
+        if on_failure == "dead-letter" and not settings.dead_letter_topic:
+            raise PipelineError("on_failure=dead-letter needs a dead-letter topic", hint="pass --dead-letter-topic")
+        self.spark = spark
+        self.settings = settings
+        self.kms = kms or kms_from_config(settings.kms)
+        self.table = KeyTable(settings.client, self.kms, topic=settings.keys_topic)
+        self.output = output
+        self.output_path = output_path
+        self.output_topic_template = output_topic
+        self.on_failure = on_failure
+        self.erased = erased
+        self.lost_kek_wait_s = lost_kek_wait_s
+        self.kek_recheck_s = kek_recheck_s
+        self.kms_outage_wait_s = kms_outage_wait_s
+        self.topic_map = dict(topic_map or {})
+        self.sink = settings.sink(self.kind)
+        self.topics = TopicPreparer(settings.client, settings.create_topics)
+        self.pending = PendingBuffer(
+            settings.client, self.sink.app_id, max_records=max_pending, timeout_s=pending_timeout_s
+        )
+        self.counters = Counters()
+        self.on_batch = on_batch
+        self.error: StrongroomError | None = None
+        self._lock = threading.Lock()
+        self.table.wait_caught_up(120)
+
+    # ------------------------------------------------------------------ the stream
+    def source(self) -> DataFrame:
+        from strongroom.keys.topic_config import READERS_TOPIC_DEFAULT
+
+        subscription = dict(self.settings.rules.subscription())
+        # The key readers' heartbeats tick every few seconds: they keep batches (releases, timeouts) coming.
+        if "subscribe" in subscription:
+            subscription["subscribe"] += f",{READERS_TOPIC_DEFAULT}"
+        else:
+            subscription["subscribePattern"] = f"(?:{subscription['subscribePattern']})|{READERS_TOPIC_DEFAULT}"
+        return kafka_stream(self.spark, self.settings, subscription)
+
+    def start(self) -> StreamingQuery:
+        writer = (
+            self.source()
+            .writeStream.foreachBatch(self.process_batch)
+            .option("checkpointLocation", self.settings.checkpoint)
+            .queryName(self.sink.app_id)
+        )
+        if self.settings.trigger_seconds is None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
+        return writer.start()
+
+    def run(self) -> dict[str, Any]:
+        query = self.start()
+        try:
+            query.awaitTermination()
+        finally:
+            if query.isActive:
+                query.stop()
+        if self.error is not None:
+            raise self.error
+        error = query.exception()
+        if error is not None:
+            raise PipelineError(
+                f"the decrypt query stopped: {str(error).strip().splitlines()[0]}",
+                hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
+            )
+        return self.result()
+
+    def result(self) -> dict[str, Any]:
+        return {**self.counters.to_dict(), "pending": {**self.pending.stats, "held": self.pending.count}}
+
+    def close(self) -> None:
+        self.pending.close()
+        self.table.close()
+
+    # ------------------------------------------------------------------ one micro-batch
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            from strongroom.keys.topic_config import READERS_TOPIC_DEFAULT
+
+            cached = batch.filter(F.col("topic") != READERS_TOPIC_DEFAULT).persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                self._release_pending(batch_id)
+                self._process(cached, batch_id)
+            except StrongroomError as exc:
+                self.error = exc
+                raise
+            finally:
+                cached.unpersist()
+
+    def _logical_topic(self) -> Any:
+        column = F.col("topic")
+        for physical, logical in self.topic_map.items():
+            column = F.when(F.col("topic") == physical, F.lit(logical)).otherwise(column)
+        return column
+
+    def _output_topic(self) -> Any:
+        """The output topic per the template: ``$(topic)`` is the source topic, ``$(base)`` the source
+        topic without a trailing ``.enc`` (default ``$(base).decrypted``: ``orders.enc`` → ``orders.decrypted``)."""
+        base = F.when(F.col("topic").endswith(".enc"), F.expr("substring(topic, 1, length(topic) - 4)")).otherwise(
+            F.col("topic")
+        )
+        template = F.lit(self.output_topic_template)
+        return F.regexp_replace(F.regexp_replace(template, r"\$\(base\)", base), r"\$\(topic\)", F.col("topic"))
+
+    def output_topic_for(self, topic: str) -> str:
+        base = topic[:-4] if topic.endswith(".enc") else topic
+        return self.output_topic_template.replace("$(base)", base).replace("$(topic)", topic)
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        rules = self.settings.rules
+        parts = [with_key_ids(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
+        pairs_df = parts[0].select("key_id", "subject")
+        for part in parts[1:]:
+            pairs_df = pairs_df.unionByName(part.select("key_id", "subject"))
+        pairs = [(bytes(r["key_id"]), r["subject"]) for r in pairs_df.where("key_id is not null").distinct().collect()]
+        if self.output == "kafka":
+            outputs = [r["topic"] for r in batch.select(self._output_topic().alias("topic")).distinct().collect()]
+            self.topics.ensure((o, o) for o in outputs)
+        deadline = time.monotonic() + self.lost_kek_wait_s
+        while True:
+            keys_rows = self._classify(pairs)
+            lost = [r for r in keys_rows if r[2] == KEY_LOST]
+            if not lost or self.on_failure != "fail" or time.monotonic() >= deadline:
+                break
+            log.error(
+                "%d subject keys cannot be unwrapped (%s); re-checking every %.0fs for %.0fs more before stopping",
+                len(lost), lost[0][3], self.kek_recheck_s, deadline - time.monotonic(),
+            )  # fmt: skip
+            time.sleep(self.kek_recheck_s)
+        keys = self.spark.createDataFrame(keys_rows, DECRYPT_KEYS_SCHEMA)
+        frames = [
+            decrypt_frame(
+                part, keys, rule, logical_topic=self._logical_topic(), output_topic=self._output_topic(),
+                erased_value="null" if self.erased == "mark" else "drop",
+            ).withColumn("rule", F.lit(i))
+            for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True))
+        ]  # fmt: skip
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other)
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            statuses = {r["status"]: r["count"] for r in frame.groupBy("status").count().collect()}
+            frame = self._apply_failure_policy(frame, statuses)
+            frame = self._route_pending(frame)
+            if self.erased == "mark":
+                marked = F.struct(F.lit("strongroom.erased").alias("key"), F.lit(b"1").alias("value"))
+                frame = frame.withColumn(
+                    "headers",
+                    F.when(F.col("status") == ERASED, F.concat(F.col("headers"), F.array(marked))).otherwise(
+                        F.col("headers")
+                    ),
+                )
+            self._write(frame, batch_id)
+        finally:
+            frame.unpersist()
+        self.counters.batches += 1
+        self.counters.add_statuses(statuses)
+        self.pending.refresh()
+        if self.on_batch is not None:
+            self.on_batch(batch_id, self.result())
+
+    def _classify(self, pairs: Iterable[tuple[bytes, str | None]]) -> list[tuple[bytes, bytes | None, str, str | None]]:
+        """Look every key up; wait out a KMS outage (``KmsUnavailable``) instead of calling keys lost."""
+        held = self.pending.held_subjects()
+        deadline = time.monotonic() + self.kms_outage_wait_s
+        while True:
+            try:
+                return [self._classify_one(key_id, subject, held) for key_id, subject in pairs]
+            except KmsUnavailable as exc:
+                if time.monotonic() >= deadline:
+                    raise PipelineError(
+                        f"the KMS has been unavailable for {self.kms_outage_wait_s:.0f}s: {exc.problem}",
+                        hint="restore the KMS; restarting the pipeline resumes where it stopped",
+                    ) from None
+                log.warning("KMS unavailable (%s); waiting and retrying", exc.problem)
+                time.sleep(5)
+
+    def _classify_one(
+        self, key_id: bytes, subject: str | None, held: set[str]
+    ) -> tuple[bytes, bytes | None, str, str | None]:
+        if subject is not None and subject in held:
+            return (key_id, None, KEY_PENDING, None)  # keep the subject's order: it has older records held
+        try:
+            dek = self.table.lookup(key_id, subject)
+        except SubjectErased:
+            return (key_id, None, KEY_ERASED, None)
+        except KmsUnavailable:
+            raise
+        except (KmsError, KeysError) as exc:
+            return (key_id, None, KEY_LOST, f"subject key {key_id.hex()} cannot be unwrapped: {exc}")
+        if dek is None:
+            return (key_id, None, KEY_PENDING, None)
+        return (key_id, dek, KEY_AVAILABLE, None)
+
+    def _apply_failure_policy(self, frame: DataFrame, statuses: dict[str, int]) -> DataFrame:
+        if not statuses.get(FAILED):
+            return frame
+        if self.on_failure == "fail":
+            row = (
+                frame.filter(F.col("status") == FAILED)
+                .orderBy("src_topic", "src_partition", "src_offset")
+                .select("src_topic", "src_partition", "src_offset", "reason")
+                .first()
+            )
+            assert row is not None
+            raise PipelineError(
+                f"cannot decrypt {row['src_topic']}[{row['src_partition']}]@{row['src_offset']}: {row['reason']}",
+                hint="restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
+                "or rerun with --on-failure dead-letter/skip",
+            )
+        if self.on_failure == "dead-letter":
+            assert self.settings.dead_letter_topic is not None
+            self.topics.ensure([(self.settings.dead_letter_topic, self.settings.dead_letter_topic)])
+            return dead_letter(frame, FAILED, self.settings.dead_letter_topic, original_value="ciphertext")
+        return frame  # skip: failed rows are not emitted; their offsets still advance
+
+    def _route_pending(self, frame: DataFrame) -> DataFrame:
+        """Pending rows go, as they came, to the pending topic inside the batch's transaction."""
+        is_pending = F.col("status") == PENDING
+        return (
+            frame.withColumn("emit", F.when(is_pending, F.lit(True)).otherwise(F.col("emit")))
+            .withColumn("topic", F.when(is_pending, F.lit(self.pending.topic)).otherwise(F.col("topic")))
+            .withColumn("value", F.when(is_pending, F.col("ciphertext")).otherwise(F.col("value")))
+            .withColumn(
+                "headers",
+                F.when(is_pending, F.concat(F.col("orig_headers"), pending_headers_columns())).otherwise(
+                    F.col("headers")
+                ),
+            )
+        )
+
+    def _write(self, frame: DataFrame, batch_id: int) -> None:
+        if self.output == "kafka":
+            self.counters.add_summaries(write_exactly_once(frame, self.sink))
+            return
+        # Non-Kafka outputs: the pending rows still go to the pending topic, transactionally; the
+        # decrypted rows go to the file sink, one directory per batch id, overwritten on replay.
+        to_kafka = frame.withColumn("emit", F.col("emit") & (F.col("status") == PENDING))
+        self.counters.add_summaries(write_exactly_once(to_kafka, self.sink))
+        out = frame.filter(F.col("emit") & (F.col("status") != PENDING)).select(
+            F.col("src_topic").alias("topic"),
+            F.col("src_partition").alias("partition"),
+            F.col("src_offset").alias("offset"),
+            "key",
+            "value",
+            F.col("value").cast("string").alias("value_text"),
+            "headers",
+            F.timestamp_millis("timestamp_ms").alias("timestamp"),
+        )
+        if self.output == "parquet":
+            out.write.mode("overwrite").parquet(f"{self.output_path}/batch_id={batch_id}")
+        else:
+            for row in out.select("topic", "partition", "offset", "value_text").collect():
+                print(f"{row['topic']}[{row['partition']}]@{row['offset']} {row['value_text']}", flush=True)
+
+    # ------------------------------------------------------------------ releasing held records
+    def _release_pending(self, batch_id: int) -> None:
+        if not self.pending.count:
+            return
+        from strongroom.keys.errors import KeyNotYetAvailable
+
+        rules = self.settings.rules
+
+        def resolve(record: HeldRecord) -> tuple[str, Any] | None:
+            rule = rules.rules[record.rule]
+            topic = self.topic_map.get(record.src_topic, record.src_topic)
+            ctx = RecordContext(topic, record.subject.encode("utf-8"))
+            lookup = self.table.key_lookup_for(record.subject)
+            try:
+                if rule.mode == "fields":
+                    return (OK, decrypt_json_fields(record.value or b"", lookup, ctx, on_erased="null"))
+                return (OK, decrypt_value(record.value or b"", lookup, ctx))
+            except SubjectErased:
+                return (ERASED, None)
+            except (KmsUnavailable, KeyNotYetAvailable):
+                return None
+            except (EnvelopeError, KmsError, KeysError) as exc:
+                return (FAILED, str(exc))
+
+        def emit(producer: Any, items: Iterable[tuple[HeldRecord, str, Any]]) -> None:
+            for record, status, payload in items:
+                out_topic = self.output_topic_for(record.src_topic)
+                headers = [(k, v) for k, v in record.headers if k != "strongroom.enc"]
+                if status == OK:
+                    producer.produce(
+                        out_topic, key=record.key, value=payload, headers=headers, timestamp=record.timestamp_ms or 0
+                    )
+                elif status == ERASED and self.erased == "mark":
+                    producer.produce(
+                        out_topic, key=record.key, value=None, headers=[*headers, ("strongroom.erased", b"1")]
+                    )
+                elif status in (FAILED, "timed-out") and self.settings.dead_letter_topic:
+                    reason = str(payload).encode()
+                    producer.produce(
+                        self.settings.dead_letter_topic, key=record.key, value=record.value,
+                        headers=[*record.headers, ("strongroom.dead-letter.reason", reason)],
+                    )  # fmt: skip
+                elif status == FAILED and self.on_failure == "fail":
+                    raise PipelineError(
+                        f"cannot decrypt held record {record.src_topic}[{record.src_partition}]@{record.src_offset}: "
+                        f"{payload}",
+                        hint="restore the KEK or rerun with --on-failure dead-letter/skip",
+                    )
+
+        if self.output != "kafka":
+            raise PipelineError(
+                f"{self.pending.count} records wait for keys, and releasing them is only supported for Kafka output",
+                hint="decrypt to Kafka, or wait until the keys topic has caught up",
+            )
+        result = self.pending.release(resolve, emit, self.settings.dead_letter_topic)
+        if result["released"] or result["timed_out"]:
+            log.info(
+                "batch %d: released %d held records, %d timed out", batch_id, result["released"], result["timed_out"]
+            )

@@ -1,0 +1,199 @@
+"""The encrypt pipeline: plaintext topics in, encrypted topics out, exactly once.
+
+Per micro-batch (``foreachBatch`` on the driver):
+
+1. the batch is cached (``spark.io.encryption.enabled`` keeps any spill encrypted) and the distinct
+   subjects of each rule's records are collected;
+2. :class:`~strongroom.keys.manager.KeyManager` returns a key for every subject, creating the missing
+   ones in one round and **flushing them to the keys topic before any record that needs them is
+   written** (erased subjects get the post-erasure policy's decision);
+3. the subjects' keys become a small keys frame, broadcast-joined to the rows; whole values are sealed
+   in the JVM, JSON fields on Arrow batches in Python (:mod:`strongroom.spark.transforms`);
+4. records that cannot be encrypted stop the pipeline (``on_reject: fail``, naming topic, partition and
+   offset) or go unchanged to the dead-letter topic; plaintext never reaches the output topic;
+5. the output is written with :func:`~strongroom.spark.kafka_sink.write_exactly_once` (one transaction
+   per source partition with the source offsets).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from strongroom.errors import PipelineError, StrongroomError
+from strongroom.kms.api import Kms
+from strongroom.spark.jobs.common import (
+    RECORD_HEADROOM,
+    Counters,
+    PipelineSettings,
+    TopicPreparer,
+    dead_letter,
+    first_row_error,
+    kafka_stream,
+    rule_condition,
+)
+from strongroom.spark.kafka_sink import write_exactly_once
+from strongroom.spark.session import jvm_log
+from strongroom.spark.transforms import ENCRYPT_KEYS_SCHEMA, REJECTED, encrypt_frame, with_subject
+
+log = logging.getLogger(__name__)
+
+
+class EncryptJob:
+    """Thin I/O shell around :func:`~strongroom.spark.transforms.encrypt_frame`; the session is passed in."""
+
+    kind = "encrypt"
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: PipelineSettings,
+        *,
+        kms: Kms | None = None,
+        kek_alias: str = "strongroom-subjects",
+        post_erasure: str = "unreadable",
+        on_batch: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> None:
+        from strongroom.keys.manager import KeyManager
+        from strongroom.kms.registry import kms_from_config
+
+        self.spark = spark
+        self.settings = settings
+        self.kms = kms or kms_from_config(settings.kms)
+        self.keys = KeyManager(
+            settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
+        )
+        self.sink = settings.sink(self.kind)
+        self.topics = TopicPreparer(settings.client, settings.create_topics)
+        self.counters = Counters()
+        self.on_batch = on_batch
+        self.error: StrongroomError | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the stream
+    def source(self) -> DataFrame:
+        return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
+
+    def start(self) -> StreamingQuery:
+        writer = (
+            self.source()
+            .writeStream.foreachBatch(self.process_batch)
+            .option("checkpointLocation", self.settings.checkpoint)
+            .queryName(self.sink.app_id)
+        )
+        if self.settings.trigger_seconds is None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
+        return writer.start()
+
+    def run(self) -> dict[str, Any]:
+        """Process everything available now, then stop; returns the counters."""
+        query = self.start()
+        try:
+            query.awaitTermination()
+        finally:
+            if query.isActive:
+                query.stop()
+        if self.error is not None:
+            raise self.error
+        error = query.exception()
+        if error is not None:
+            raise PipelineError(
+                f"the {self.kind} query stopped: {str(error).strip().splitlines()[0]}",
+                hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
+            )
+        return self.result()
+
+    def result(self) -> dict[str, Any]:
+        return {**self.counters.to_dict(), "keys": self.keys.stats()}
+
+    def close(self) -> None:
+        self.keys.close()
+
+    # ------------------------------------------------------------------ one micro-batch
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        with self._lock:
+            cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                self._process(cached, batch_id)
+            except StrongroomError as exc:
+                self.error = exc  # Spark wraps it; run() re-raises the original
+                raise
+            finally:
+                cached.unpersist()
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        rules = self.settings.rules
+        parts = [with_subject(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
+        present = batch.select("topic").distinct().collect()
+        topics = sorted(r["topic"] for r in present)
+        if not topics:
+            return
+        outputs = {t: rules.rule_for(t).output_for(t) for t in topics}
+        self.topics.ensure((src, out) for src, out in outputs.items())
+        if self.settings.dead_letter_topic:
+            self.topics.ensure([(topics[0], self.settings.dead_letter_topic)])
+        subjects_df = parts[0].select("subject")
+        for part in parts[1:]:
+            subjects_df = subjects_df.unionByName(part.select("subject"))
+        subjects = [r["subject"] for r in subjects_df.where(F.col("subject").isNotNull()).distinct().collect()]
+        keys = self._keys_frame(subjects)
+        limits = F.create_map(
+            *[
+                x
+                for out in sorted(set(outputs.values()))
+                for x in (F.lit(out), F.lit(self.topics.max_message_bytes(out) - RECORD_HEADROOM))
+            ]
+        )
+        frames = []
+        for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True)):
+            out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
+            frames.append(
+                encrypt_frame(part, keys, rule, max_value_bytes=limits[out_topic]).withColumn("rule", F.lit(i))
+            )
+        frame = frames[0]
+        for other in frames[1:]:
+            frame = frame.unionByName(other)
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            statuses = {r["status"]: r["count"] for r in frame.groupBy("status").count().collect()}
+            if statuses.get(REJECTED):
+                dlq = self.settings.dead_letter_topic
+                failing = [i for i, r in enumerate(rules.rules) if r.on_reject == "fail" or dlq is None]
+                error = first_row_error(frame.filter(F.col("rule").isin(failing)), REJECTED, "cannot encrypt record")
+                if error is not None:
+                    raise error
+                assert dlq is not None
+                frame = dead_letter(frame, REJECTED, dlq)
+            summaries = write_exactly_once(frame, self.sink)
+        finally:
+            frame.unpersist()
+        self.counters.batches += 1
+        self.counters.add_statuses(statuses)
+        self.counters.add_summaries(summaries)
+        if self.on_batch is not None:
+            self.on_batch(batch_id, self.result())
+
+    def _keys_frame(self, subjects: list[str]) -> DataFrame:
+        """One row per subject: its key id and DEK (the post-erasure policy's key or ``emit=False``)."""
+        from strongroom.keys.manager import PolicyDecision
+
+        decided = self.keys.get_or_create(subjects) if subjects else {}
+        rows = []
+        for subject, outcome in decided.items():
+            if isinstance(outcome, PolicyDecision):
+                if outcome.drop or outcome.key is None:
+                    rows.append((subject, b"\x00" * 16, b"\x00" * 32, False))
+                else:
+                    rows.append((subject, outcome.key.key_id, outcome.key.key, True))
+            else:
+                rows.append((subject, outcome.key_id, outcome.key, True))
+        return self.spark.createDataFrame(rows, ENCRYPT_KEYS_SCHEMA)
