@@ -1,0 +1,250 @@
+"""Ledger capture: a Structured Streaming job from ``strongroom-kafka`` to Parquet, and its coverage.
+
+The ledger is the audit's source of truth: for every record of the audited topics, the (leader
+epoch, offset) it was first seen at and hashes of its content. The capture query reads with the
+``strongroom-kafka`` source (offsets ``{topic: {partition: next offset}}`` in Spark's checkpoint) and
+writes with Spark's file sink, which commits each micro-batch's files atomically in its metadata
+log - together exactly-once: a restarted capture neither loses nor duplicates rows.
+
+Coverage. The source also emits one *range marker* per offset range it finished, so the ledger
+knows which offsets it has read - including ranges that held no records (compaction, transaction
+markers) - and which it never saw (capture started late, or retention deleted records before the
+capture got there). :func:`coverage_ranges` merges markers into contiguous ranges per partition;
+:func:`capture_stats` reports capture lag (``read_at - timestamp``). A scrub never audits what the
+ledger did not see: those records are ``unledgered``, not ``ok``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
+from strongroom.audit.errors import LedgerNotFound
+from strongroom.audit.kafka_state import ClusterState
+from strongroom.audit.schema import KIND_RANGE, KIND_RECORD, spark_schema
+from strongroom.audit.store import LedgerPaths
+from strongroom.errors import AuditError
+from strongroom.kafka.config import ClientConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class CaptureResult:
+    batches: int = 0
+    #: Rows written: records plus one range marker per offset range read.
+    rows: int = 0
+    seconds: float = 0.0
+    end_offsets: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "rows": self.rows,
+            "seconds": round(self.seconds, 2),
+            "end_offsets": self.end_offsets,
+        }
+
+
+def capture_ledger(
+    spark: SparkSession,
+    client: ClientConfig,
+    topics: Sequence[str],
+    ledger: LedgerPaths,
+    *,
+    checkpoint: str | None = None,
+    once: bool = True,
+    trigger_seconds: float = 10.0,
+    duration: float | None = None,
+    starting_offsets: str = "earliest",
+    max_records_per_range: int = DEFAULT_MAX_RECORDS_PER_RANGE,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> CaptureResult:
+    """Run the capture query: until caught up (``once``), or every ``trigger_seconds`` until
+    ``duration`` elapsed or ``stop()`` says so. ``on_batch`` gets each batch's progress."""
+    if not topics:
+        raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
+    ClusterState(client).partitions_of(topics)  # fail early, naming an unknown topic
+    register(spark)
+    options = source_options(
+        client.bootstrap_servers,
+        client.extra,
+        topics=",".join(topics),
+        startingOffsets=starting_offsets,
+        emitRanges=True,
+        maxRecordsPerRange=max_records_per_range,
+    )
+    stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    writer = (
+        stream.writeStream.format("parquet")
+        .partitionBy("topic", "kind")
+        .option("path", ledger.records)
+        .option("checkpointLocation", checkpoint or ledger.checkpoint)
+    )
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    started = time.monotonic()
+    query = writer.start()
+    result = CaptureResult()
+    seen_batches: set[int] = set()
+    try:
+        while query.isActive:
+            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; float works
+            for progress in query.recentProgress:
+                batch_id = int(progress["batchId"])
+                if batch_id in seen_batches:
+                    continue
+                seen_batches.add(batch_id)
+                _account(result, progress)
+                if on_batch is not None:
+                    on_batch(progress)
+            if (duration is not None and time.monotonic() - started >= duration) or (stop is not None and stop()):
+                query.stop()
+        error = query.exception()
+    finally:
+        if query.isActive:
+            query.stop()
+    for progress in query.recentProgress:
+        if int(progress["batchId"]) not in seen_batches:
+            seen_batches.add(int(progress["batchId"]))
+            _account(result, progress)
+    result.seconds = time.monotonic() - started
+    if error is not None:
+        raise AuditError(
+            f"the ledger capture query failed: {_first_line(str(error))}",
+            hint="see the error above; the checkpoint keeps progress, so rerunning resumes where it stopped",
+        )
+    return result
+
+
+def _account(result: CaptureResult, progress: Any) -> None:
+    rows = int(progress.get("numInputRows") or 0)
+    if rows == 0 and not progress.get("sources"):
+        return
+    result.batches += 1 if rows else 0
+    result.rows += rows
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            end = json.loads(end)
+        if isinstance(end, dict):
+            result.end_offsets = {t: {p: int(o) for p, o in ps.items()} for t, ps in end.items()}
+
+
+def _first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()[:400]
+    return text[:400]
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def read_ledger(spark: SparkSession, ledger: LedgerPaths, *, include_deliveries: bool = True) -> DataFrame:
+    """Every ledger row (records and range markers). The file listing is fixed when this returns,
+    which the scrub relies on (its snapshot of the ledger predates its look at the log)."""
+    from pyspark.errors import AnalysisException
+
+    schema = spark_schema()
+    if ledger.is_local and not (ledger.local(ledger.records) / "_spark_metadata").exists():
+        raise LedgerNotFound(f"no ledger at {ledger.root}")
+    try:
+        frame = spark.read.schema(schema).parquet(ledger.records)
+    except AnalysisException as exc:
+        raise LedgerNotFound(f"no ledger at {ledger.root} ({_first_line(str(exc))})") from exc
+    frame = frame.select(*schema.fieldNames())
+    if include_deliveries and _exists(spark, ledger, ledger.deliveries):
+        deliveries = (
+            spark.read.schema(schema).option("basePath", ledger.deliveries).parquet(ledger.deliveries)
+        ).select(*schema.fieldNames())
+        frame = frame.unionByName(deliveries)
+    return frame
+
+
+def _exists(spark: SparkSession, ledger: LedgerPaths, path: str) -> bool:
+    if ledger.is_local:
+        local = ledger.local(path)
+        return local.exists() and any(local.rglob("*.parquet"))
+    jvm: Any = spark.sparkContext._jvm
+    jsc: Any = spark.sparkContext._jsc
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(jsc.hadoopConfiguration())
+    return bool(fs.exists(hadoop_path))
+
+
+def ledger_topics(frame: DataFrame) -> list[str]:
+    """Topics in the ledger, from its file paths (``topic=<name>``) - no data scan."""
+    from urllib.parse import unquote
+
+    names: set[str] = set()
+    for path in frame.inputFiles():
+        for part in path.split("/"):
+            if part.startswith("topic="):
+                names.add(unquote(part[len("topic=") :]))
+    return sorted(names)
+
+
+def records_of(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return frame.filter(F.col("kind") != F.lit(KIND_RANGE))
+
+
+def ranges_of(frame: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return frame.filter(F.col("kind") == F.lit(KIND_RANGE))
+
+
+def coverage_ranges(frame: DataFrame) -> DataFrame:
+    """Merge range markers into contiguous covered ranges per partition.
+
+    Output: topic, partition, range_start, range_end (exclusive), first_read_at, last_read_at,
+    records (records the reads found in the range).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ranges = ranges_of(frame).filter(F.col("range_end") > F.col("offset"))
+    w = Window.partitionBy("topic", "partition").orderBy("offset", "range_end")
+    prev_end = F.max("range_end").over(w.rowsBetween(Window.unboundedPreceding, -1))
+    island = F.sum(F.when(prev_end.isNull() | (F.col("offset") > prev_end), 1).otherwise(0)).over(
+        w.rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        ranges.withColumn("island", island)
+        .groupBy("topic", "partition", "island")
+        .agg(
+            F.min("offset").alias("range_start"),
+            F.max("range_end").alias("range_end"),
+            F.min("read_at").alias("first_read_at"),
+            F.max("read_at").alias("last_read_at"),
+            F.sum(F.coalesce(F.col("range_records"), F.lit(0))).alias("records"),
+        )
+        .drop("island")
+    )
+
+
+def capture_stats(frame: DataFrame) -> DataFrame:
+    """Per partition: records captured, offsets, first/last capture time and capture lag
+    (``read_at - timestamp``, meaningful for LogAppendTime or honest CreateTime producers)."""
+    from pyspark.sql import functions as F
+
+    records = frame.filter(F.col("kind") == F.lit(KIND_RECORD))
+    lag = F.col("read_at") - F.col("timestamp")
+    return records.groupBy("topic", "partition").agg(
+        F.count(F.lit(1)).alias("records"),
+        F.min("offset").alias("min_offset"),
+        F.max("offset").alias("max_offset"),
+        F.min("read_at").alias("first_capture"),
+        F.max("read_at").alias("last_capture"),
+        F.percentile_approx(lag, 0.5).alias("lag_p50_ms"),
+        F.percentile_approx(lag, 0.99).alias("lag_p99_ms"),
+        F.max(lag).alias("lag_max_ms"),
+    )

@@ -1,0 +1,354 @@
+"""The scrub job: compare the ledger with the current log, classify every record, score durability.
+
+A thin I/O shell around :func:`strongroom.audit.classify.classify`:
+
+1. snapshot the ledger (its file listing is fixed before anything else is looked at, so every
+   ledgered offset was captured from a log that was at least that long);
+2. ask the cluster for log start offsets, stable end offsets and topic configs, and the operations
+   log for recorded deletions;
+3. read the current log with the ``strongroom-kafka`` source, split into offset ranges read in the
+   executors (kept for the rest of the job, so every figure comes from one read);
+4. classify, count per (topic, partition, span, status), keep non-ok records as findings;
+5. append the counts and findings to the scrub history (Parquet) and write a JSON summary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from strongroom.audit.classify import (
+    AUDITED_STATUSES,
+    COVERAGE_DDL,
+    DELETIONS_DDL,
+    DURABLE_STATUSES,
+    PARTITIONS_DDL,
+    TOPICS_DDL,
+    UNLEDGERED,
+    ClassifyParams,
+    classify,
+    not_ok,
+    status_counts,
+    topics_rows,
+)
+from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
+from strongroom.audit.errors import KafkaReadError
+from strongroom.audit.kafka_state import ClusterState, TopicState
+from strongroom.audit.ledger import coverage_ranges, ledger_topics, read_ledger, records_of
+from strongroom.audit.nines import Score
+from strongroom.audit.oplog import OperationsLog, deletion_bounds
+from strongroom.audit.progress import ProgressFn, with_progress
+from strongroom.audit.schema import KIND_RANGE
+from strongroom.audit.store import LedgerPaths
+from strongroom.audit.units import format_duration_ms
+from strongroom.kafka.config import ClientConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Estimated on-disk bytes per record beyond key and value (record and batch headers), used only
+#: to judge retention.bytes; generous, so size-based deletions are not reported as unjustified.
+RECORD_OVERHEAD_BYTES = 64
+
+
+@dataclass(frozen=True)
+class ScrubOptions:
+    topics: Sequence[str] | None = None
+    span_ms: int = 3_600_000
+    max_records_per_range: int = DEFAULT_MAX_RECORDS_PER_RANGE
+    clock_skew_ms: int = 5_000
+    examples: int = 20
+    write_history: bool = True
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def run_scrub(
+    spark: SparkSession,
+    client: ClientConfig,
+    ledger: LedgerPaths,
+    options: ScrubOptions | None = None,
+    *,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Run one scrub and return its JSON summary (also written under ``<ledger>/scrubs``)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    opts = options or ScrubOptions()
+    run_id = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    started = time.monotonic()
+    started_ms = int(time.time() * 1000)
+
+    # 1. the ledger snapshot
+    ledger_df = read_ledger(spark, ledger)
+    topics = list(opts.topics) if opts.topics else ledger_topics(ledger_df)
+    if not topics:
+        summary = _summary(run_id, started_ms, started, ledger, client, opts, [], {}, {}, [], 0)
+        return summary
+    ledger_df = ledger_df.filter(F.col("topic").isin(topics))
+
+    # 2. the cluster's facts
+    cluster = ClusterState(client)
+    state = cluster.describe(topics)
+    unknown = [f"{p.topic}[{p.partition}]" for t in state.values() for p in t.partitions if p.stable_end < 0]
+    unknown += [f"{p.topic}[{p.partition}]" for t in state.values() for p in t.partitions if p.log_start < 0]
+    if unknown:
+        raise KafkaReadError(
+            f"cannot read the offsets of {', '.join(sorted(set(unknown)))}: no leader answers",
+            hint="wait until every partition has a leader (kafka-topics --describe), then scrub again",
+        )
+    operations = OperationsLog(client).read()
+    bounds = deletion_bounds(operations)
+
+    # 3. read the current log, once
+    register(spark)
+    ranges = [[p.topic, p.partition, p.log_start, p.stable_end] for t in state.values() for p in t.partitions]
+    parallelism = spark.sparkContext.defaultParallelism
+    log_df = (
+        spark.read.format(SOURCE_NAME)
+        .options(
+            **source_options(
+                client.bootstrap_servers,
+                client.extra,
+                ranges=json.dumps(ranges),
+                emitRanges=True,
+                maxRecordsPerRange=opts.max_records_per_range,
+                minRanges=parallelism * 2,
+            )
+        )
+        .load()
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        markers = with_progress(
+            spark,
+            "reading the log",
+            lambda: (
+                log_df.filter(F.col("kind") == F.lit(KIND_RANGE))
+                .select("topic", "partition", "offset", "range_end", "range_records", "range_bytes")
+                .collect()
+            ),
+            progress,
+        )
+        partitions_rows = _partition_rows(state, markers)
+        coverage = coverage_ranges(ledger_df).select("topic", "partition", "range_start", "range_end")
+        classified = classify(
+            records_of(ledger_df),
+            log_df,
+            spark.createDataFrame([r[:5] for r in partitions_rows.values()], PARTITIONS_DDL),
+            spark.createDataFrame(topics_rows((t, dict(s.config)) for t, s in state.items()), TOPICS_DDL),
+            spark.createDataFrame(
+                [(t, p, up_to, op) for (t, p), (up_to, op) in bounds.items() if t in state], DELETIONS_DDL
+            ),
+            ClassifyParams(
+                now_ms=int(time.time() * 1000),
+                span_ms=opts.span_ms,
+                clock_skew_ms=opts.clock_skew_ms,
+                compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
+            ),
+            coverage=spark.createDataFrame(coverage.collect(), COVERAGE_DDL),
+        )
+        counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), progress)
+        count_rows = [r.asDict() for r in counts]
+        has_findings = any(r["status"] not in DURABLE_STATUSES and r["status"] != UNLEDGERED for r in count_rows)
+        examples: list[dict[str, Any]] = []
+        if has_findings:
+            findings = not_ok(classified).withColumn("run_id", F.lit(run_id))
+            if opts.write_history:
+                with_progress(
+                    spark,
+                    "writing findings",
+                    lambda: findings.write.mode("append").partitionBy("run_id").parquet(ledger.scrub_findings),
+                    progress,
+                )
+                stored = spark.read.parquet(ledger.scrub_findings).filter(F.col("run_id") == F.lit(run_id))
+            else:
+                stored = findings
+            examples = [
+                r.asDict()
+                for r in stored.filter(F.col("status") != F.lit("expired-justified"))
+                .orderBy("topic", "partition", "offset")
+                .limit(opts.examples)
+                .collect()
+            ]
+            for e in examples:
+                e.pop("run_id", None)
+    finally:
+        log_df.unpersist()
+
+    records_read = sum(int(m["range_records"] or 0) for m in markers)
+    summary = _summary(
+        run_id, started_ms, started, ledger, client, opts, count_rows, state, partitions_rows, examples, records_read
+    )
+    summary["operations_considered"] = len(operations)
+    if opts.write_history:
+        _write_history(spark, ledger, run_id, started_ms, count_rows, summary)
+    return summary
+
+
+def _partition_rows(state: dict[str, TopicState], markers: Sequence[Any]) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """(topic, partition, log_start, log_end, log_bytes, planned_start, planned_end) per partition.
+
+    The log start is the later of what the cluster said before the read and where the reads could
+    actually start (retention may advance during a scrub); the end is where the reads ended.
+    """
+    read_start: dict[tuple[str, int], int] = {}
+    read_end: dict[tuple[str, int], int] = {}
+    nbytes: dict[tuple[str, int], int] = defaultdict(int)
+    for m in markers:
+        key = (m["topic"], int(m["partition"]))
+        read_start[key] = min(read_start.get(key, m["offset"]), m["offset"])
+        read_end[key] = max(read_end.get(key, m["range_end"]), m["range_end"])
+        nbytes[key] += int(m["range_bytes"] or 0) + RECORD_OVERHEAD_BYTES * int(m["range_records"] or 0)
+    rows: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for topic_state in state.values():
+        for p in topic_state.partitions:
+            key = (p.topic, p.partition)
+            log_start = max(p.log_start, read_start.get(key, p.log_start))
+            log_end = read_end.get(key, p.stable_end)
+            rows[key] = (p.topic, p.partition, log_start, log_end, nbytes.get(key, 0), p.log_start, p.stable_end)
+    return rows
+
+
+def _summary(
+    run_id: str,
+    started_ms: int,
+    started: float,
+    ledger: LedgerPaths,
+    client: ClientConfig,
+    opts: ScrubOptions,
+    count_rows: list[dict[str, Any]],
+    state: dict[str, TopicState],
+    partitions_rows: dict[tuple[str, int], tuple[Any, ...]],
+    examples: list[dict[str, Any]],
+    records_read: int,
+) -> dict[str, Any]:
+    def counts_of(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+        out = dict.fromkeys((*AUDITED_STATUSES, UNLEDGERED), 0)
+        for r in rows:
+            out[r["status"]] += int(r["records"])
+        return out
+
+    def score_of(counts: dict[str, int]) -> Score:
+        audited = sum(counts[s] for s in AUDITED_STATUSES)
+        return Score(sum(counts[s] for s in DURABLE_STATUSES), audited)
+
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in count_rows:
+        by_topic[r["topic"]].append(r)
+    topics_out = []
+    for topic in sorted(set(by_topic) | set(state)):
+        rows = by_topic.get(topic, [])
+        counts = counts_of(rows)
+        spans = []
+        by_span: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            if r["status"] != UNLEDGERED and r["span_start"] is not None:
+                by_span[int(r["span_start"])].append(r)
+        for span_start in sorted(by_span):
+            c = counts_of(by_span[span_start])
+            spans.append(
+                {
+                    "span_start": _iso(span_start),
+                    "span_end": _iso(span_start + opts.span_ms),
+                    "span_start_ms": span_start,
+                    "counts": {k: v for k, v in c.items() if v},
+                    "score": score_of(c).to_json(),
+                }
+            )
+        partitions = []
+        by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            by_partition[int(r["partition"])].append(r)
+        known = {p.partition for p in state[topic].partitions} if topic in state else set()
+        for p in sorted(set(by_partition) | known):
+            prow = by_partition.get(p, [])
+            c = counts_of(prow)
+            unl = [r for r in prow if r["status"] == UNLEDGERED]
+            facts = partitions_rows.get((topic, p))
+            partitions.append(
+                {
+                    "partition": p,
+                    "log_start": facts[2] if facts else None,
+                    "log_end": facts[3] if facts else None,
+                    "counts": {k: v for k, v in c.items() if v},
+                    "score": score_of(c).to_json(),
+                    "unledgered": {
+                        "records": c[UNLEDGERED],
+                        "min_offset": min((r["min_offset"] for r in unl), default=None),
+                        "max_offset": max((r["max_offset"] for r in unl), default=None),
+                        "inside_ledger_coverage": sum(int(r["in_coverage"] or 0) for r in unl),
+                    },
+                }
+            )
+        config = dict(state[topic].config) if topic in state else {}
+        topics_out.append(
+            {
+                "topic": topic,
+                "counts": counts,
+                "score": score_of(counts).to_json(),
+                "spans": spans,
+                "partitions": partitions,
+                "config": {k: config[k] for k in sorted(config) if k in _SHOWN_CONFIG},
+            }
+        )
+    totals = counts_of(count_rows)
+    finished_ms = int(time.time() * 1000)
+    return {
+        "run_id": run_id,
+        "started_at": _iso(started_ms),
+        "finished_at": _iso(finished_ms),
+        "started_ms": started_ms,
+        "seconds": round(time.monotonic() - started, 2),
+        "ledger": ledger.root,
+        "bootstrap_servers": client.bootstrap_servers,
+        "span": format_duration_ms(opts.span_ms),
+        "span_ms": opts.span_ms,
+        "records_read": records_read,
+        "counts": totals,
+        "score": score_of(totals).to_json(),
+        "topics": topics_out,
+        "examples": [{k: (v.hex() if isinstance(v, bytes | bytearray) else v) for k, v in e.items()} for e in examples],
+    }
+
+
+_SHOWN_CONFIG = ("cleanup.policy", "retention.ms", "retention.bytes", "min.insync.replicas",
+                 "unclean.leader.election.enable")  # fmt: skip
+
+
+def _write_history(
+    spark: SparkSession,
+    ledger: LedgerPaths,
+    run_id: str,
+    started_ms: int,
+    count_rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+) -> None:
+    schema = (
+        "run_id STRING, scrubbed_at BIGINT, topic STRING, partition INT, span_start BIGINT, status STRING, "
+        "records BIGINT, min_offset BIGINT, max_offset BIGINT"
+    )
+    rows = [
+        (run_id, started_ms, r["topic"], int(r["partition"]), r["span_start"], r["status"], int(r["records"]),
+         r["min_offset"], r["max_offset"])
+        for r in count_rows
+    ]  # fmt: skip
+    spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(ledger.scrub_counts)
+    text = json.dumps(summary, indent=2, default=str)
+    if ledger.is_local:
+        directory = ledger.local(ledger.scrub_summaries)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{run_id}.json").write_text(text)
+    else:
+        spark.createDataFrame([(text,)], "value STRING").coalesce(1).write.mode("overwrite").text(
+            f"{ledger.scrub_summaries}/{run_id}"
+        )
