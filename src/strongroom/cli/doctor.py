@@ -113,7 +113,7 @@ def doctor(
     if ctx.invoked_subcommand is not None:
         return
     from strongroom.doctor import ClusterCheckSettings, Severity, check_cluster
-    from strongroom.doctor.errors import CommandConfigError
+    from strongroom.doctor.errors import ClientConfigFileError, CommandConfigError
     from strongroom.doctor.limits import partition_limit
     from strongroom.doctor.remediation import KafkaTools
     from strongroom.doctor.run import read_client_properties
@@ -124,10 +124,8 @@ def doctor(
     if command_config:
         try:
             properties = read_client_properties(command_config)
-        except Exception as exc:  # noqa: BLE001 - re-raised as the command-config error it is
-            raise CommandConfigError(
-                getattr(exc, "problem", str(exc)), hint="check the --command-config path"
-            ) from None
+        except ClientConfigFileError as exc:
+            raise CommandConfigError(exc.problem, hint="check the --command-config path") from None
     bootstrap = bootstrap or properties.pop("bootstrap.servers", None)
     properties.pop("bootstrap.servers", None)
     if not bootstrap:

@@ -99,6 +99,12 @@ def connection_error(
     )
 
 
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return _message(exc.args[0] if exc.args else exc)
+
+
 def select_topics(names: Sequence[str], patterns: Sequence[str]) -> frozenset[str]:
     """Topics matching any shell-style pattern (all when none given), plus Kafka's internal topics."""
     chosen = {n for n in names if not patterns or any(fnmatch.fnmatchcase(n, p) for p in patterns)}
@@ -187,8 +193,10 @@ class _Collector:
             if meta.error is None
         }
         checked = select_topics(sorted(partitions), topic_patterns)
-        self.progress(f"describing configs of {len(checked)} topics and {len(brokers)} brokers")
         notes: list[str] = []
+        if topic_patterns and not any(n not in INTERNAL_TOPICS for n in checked):
+            notes.append(f"no topic matches --topic {' '.join(topic_patterns)} (only Kafka's internal topics checked)")
+        self.progress(f"describing configs of {len(checked)} topics and {len(brokers)} brokers")
         topic_configs: dict[str, dict[str, ConfigValue]] = {}
         if checked:
             resources = [ConfigResource(ResourceType.TOPIC, name) for name in sorted(checked)]
@@ -196,8 +204,8 @@ class _Collector:
             for resource, future in futures.items():
                 try:
                     topic_configs[resource.name] = _config_values(self._wait_resource(future))
-                except KafkaException as exc:
-                    notes.append(f"topic {resource.name}: configs not readable ({_message(exc.args[0])})")
+                except (KafkaException, TimeoutError) as exc:
+                    notes.append(f"topic {resource.name}: configs not readable ({_failure(exc)}); not checked")
         broker_configs: dict[int, dict[str, ConfigValue]] = {}
         broker_futures = {
             b.id: self.admin.describe_configs(
@@ -209,8 +217,8 @@ class _Collector:
             for future in per_resource.values():
                 try:
                     broker_configs[broker_id] = _config_values(self._wait_resource(future))
-                except KafkaException as exc:
-                    notes.append(f"broker {broker_id}: configs not readable ({_message(exc.args[0])})")
+                except (KafkaException, TimeoutError) as exc:
+                    notes.append(f"broker {broker_id}: configs not readable ({_failure(exc)})")
         topics = {
             name: Topic(name, parts, topic_configs.get(name, {}))
             for name, parts in sorted(partitions.items())

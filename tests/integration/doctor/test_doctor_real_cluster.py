@@ -218,6 +218,7 @@ def test_authentication_failure_and_success_over_sasl(
     )
     assert code == 0
     assert report["target"]["brokers"] == [1, 2, 3, 4]
+    assert report["notes"] == ["no topic matches --topic none (only Kafka's internal topics checked)"]
 
 
 def test_single_broker_cluster_findings(

@@ -128,3 +128,38 @@ def test_docs_list_every_rule_with_its_severity() -> None:
         assert f"| `{rule.id}` | {rule.severity.label} |" in text, rule.id
     for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |"):
         assert code in text
+
+
+class _Err:
+    """Stands in for a librdkafka KafkaError as error_cb reports it (code() and str())."""
+
+    def __init__(self, code: int, text: str) -> None:
+        self._code, self._text = code, text
+
+    def code(self) -> int:
+        return self._code
+
+    def str(self) -> str:
+        return self._text
+
+
+@pytest.mark.parametrize(
+    ("reported", "error_type", "starts"),
+    [
+        ([_Err(-181, "ssl://b:9093/bootstrap: SSL handshake failed (after 3ms in state SSL_HANDSHAKE)")],
+         "ClusterUnreachable", "TLS handshake with Kafka at b:9093 failed: ssl://b:9093/bootstrap: SSL"),
+        ([_Err(31, "Broker: Cluster authorization failed")], "ClusterAccessDenied", "not authorised at Kafka b:9093"),
+        ([_Err(-195, "b:9093/bootstrap: Connect failed"), _Err(-169, "SASL authentication error: bad")],
+         "ClusterAuthenticationFailed", "authentication failed at Kafka b:9093: SASL authentication error: bad"),
+        ([], "ClusterUnreachable", "cannot reach Kafka at b:9093 within 3s (Local: Timed out)"),
+    ],
+)  # fmt: skip
+def test_connection_errors_are_classified_from_librdkafka_reports(
+    reported: list[_Err], error_type: str, starts: str
+) -> None:
+    from strongroom.doctor.collect import connection_error
+
+    error = connection_error("b:9093", 3, _Err(-185, "Local: Timed out"), reported, None)
+    assert type(error).__name__ == error_type
+    assert str(error).startswith(starts)
+    assert "(after" not in str(error)
