@@ -1,0 +1,95 @@
+"""Shared set-up for pipeline tests: a local KMS keyring with the subjects KEK, a keys topic, helpers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from strongroom.demo.data import customer_events
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys.topic import create_keys_topic
+from strongroom.kms.admin.local import LocalKekAdmin
+from strongroom.kms.local import LocalKms
+from strongroom.rules import EncryptionRules
+from strongroom.spark.jobs.common import PipelineSettings
+from strongroom.testing.kafka_cluster import KafkaCluster
+
+
+@dataclass
+class PipelineEnv:
+    cluster: KafkaCluster
+    workdir: Path
+    kms_config: dict[str, Any]
+    keys_topic: str
+    kek_admin: LocalKekAdmin
+    kek_id: str
+    new_topic: Callable[..., str]
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    @property
+    def client(self) -> ClientConfig:
+        return ClientConfig(self.bootstrap)
+
+    def settings(self, rules: EncryptionRules | dict[str, Any], name: str, **overrides: Any) -> PipelineSettings:
+        if isinstance(rules, dict):
+            rules = EncryptionRules.parse_obj_or_fail(rules)
+        return PipelineSettings(
+            self.bootstrap, rules, self.kms_config, str(self.workdir / f"chk-{name}"),
+            keys_topic=self.keys_topic, **overrides,
+        )  # fmt: skip
+
+    def produce_events(self, topic: str, n: int, customers: int = 5) -> list[dict[str, Any]]:
+        producer = Producer(self.client.producer())
+        events = []
+        for key, value in customer_events(n, customers):
+            producer.produce(topic, key=key, value=value, headers=[("source", b"test")])
+            events.append(json.loads(value))
+        assert producer.flush(30) == 0
+        return events
+
+    def produce_raw(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+        producer = Producer(self.client.producer())
+        for key, value in records:
+            producer.produce(topic, key=key, value=value)
+        assert producer.flush(30) == 0
+
+    def read(self, topic: str, partitions: int | None = None, idle: float = 3.0) -> list[Any]:
+        """Every committed record of the topic (read_committed), in partition/offset order."""
+        consumer = Consumer(self.client.consumer())
+        if partitions is None:
+            partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out = []
+        last = time.monotonic()
+        while time.monotonic() - last < idle:
+            msg = consumer.poll(0.3)
+            if msg is not None and msg.error() is None:
+                out.append(msg)
+                last = time.monotonic()
+        consumer.close()
+        return sorted(out, key=lambda m: (m.partition(), m.offset()))
+
+
+@pytest.fixture
+def pipeline_env(
+    kafka_cluster: KafkaCluster, tmp_path: Path, unique_name: Callable[[str], str], new_topic: Callable[..., str]
+) -> PipelineEnv:
+    path = tmp_path / "kms.json"
+    kms = LocalKms.from_config({"path": str(path), "create": True})
+    admin = LocalKekAdmin(kms)
+    kek_id = admin.create_kek("strongroom-subjects")
+    keys_topic = unique_name("keys")
+    create_keys_topic(ClientConfig(kafka_cluster.bootstrap_servers), keys_topic, partitions=3)
+    return PipelineEnv(
+        kafka_cluster, tmp_path, {"provider": "local", "path": str(path)}, keys_topic, admin, kek_id, new_topic
+    )
