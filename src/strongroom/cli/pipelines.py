@@ -1,0 +1,422 @@
+"""``strongroom encrypt`` and ``strongroom decrypt``: run the Spark pipelines.
+
+Both run on the session :func:`~strongroom.spark.session.build_spark_session` builds (``local[2]`` by
+default, ``--spark-master`` or ``spark-submit`` for a cluster). Without ``--continuous`` they process
+what the topics hold now and stop; with it they keep running until interrupted. Restarting with the
+same ``--checkpoint`` (and ``--app-id``) resumes exactly where the last run stopped, without
+duplicates in Kafka output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from strongroom.cli.common import (
+    apply_options,
+    client_config,
+    default_state_dir,
+    kafka_options,
+    kms_config_option,
+    load_kms_config,
+    parse_pairs,
+    spark_options,
+)
+from strongroom.cli.output import Output, table
+from strongroom.errors import ConfigError
+
+
+def _rules_options(fn: Any) -> Any:
+    return apply_options(
+        fn,
+        [
+            click.option(
+                "--rules",
+                "rules_file",
+                type=click.Path(exists=True, dir_okay=False),
+                default=None,
+                help="Per-topic rules, JSON or YAML (see docs/pipelines.md). Or use --topic and the options below.",
+            ),
+            click.option(
+                "--topic", "topics", multiple=True, help="Topic to process (repeatable), all with the options below."
+            ),
+            click.option(
+                "--subject",
+                default="key",
+                show_default=True,
+                metavar="key|header:NAME|json:$.PATH",
+                help="Where the data subject comes from.",
+            ),
+            click.option(
+                "--fields",
+                default=None,
+                metavar="$.a,$.b",
+                help="Encrypt these JSON fields only (field mode); default: the whole value.",
+            ),
+            click.option(
+                "--aad-profile",
+                type=click.Choice(["topic", "portable"]),
+                default="topic",
+                show_default=True,
+                help="Bind ciphertext to topic+subject (topic) or to the subject only (portable, for mirrors).",
+            ),
+        ],
+    )
+
+
+def _common_options(fn: Any) -> Any:
+    return apply_options(
+        fn,
+        [
+            kafka_options,
+            kms_config_option,
+            click.option(
+                "--local-kms",
+                default=None,
+                metavar="PATH",
+                help="Use the local development keyring at PATH instead of --kms-config.",
+            ),
+            click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True),
+            click.option(
+                "--checkpoint", default=None, help="Spark checkpoint directory (default under $STRONGROOM_HOME)."
+            ),
+            click.option("--app-id", default=None, help="Stable pipeline id (transactional ids, offsets group)."),
+            click.option("--dead-letter-topic", default=None, help="Where rejected/failed records go, unchanged."),
+            click.option(
+                "--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True
+            ),
+            click.option("--continuous", is_flag=True, help="Keep running (micro-batches) until interrupted."),
+            click.option(
+                "--trigger-seconds",
+                type=click.FloatRange(0.1),
+                default=5.0,
+                show_default=True,
+                help="Micro-batch interval with --continuous.",
+            ),
+            click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None),
+            spark_options,
+        ],
+    )
+
+
+def _rules(
+    rules_file: str | None,
+    topics: tuple[str, ...],
+    subject: str,
+    fields: str | None,
+    aad_profile: str,
+    output_topic: str | None,
+    on_reject: str | None,
+) -> Any:
+    from strongroom.rules import EncryptionRules
+
+    if rules_file and topics:
+        raise ConfigError("pass either --rules or --topic, not both", hint="put every topic in the rules file")
+    if rules_file:
+        return EncryptionRules.load(rules_file)
+    if not topics:
+        raise click.UsageError("name the topics with --topic (repeatable) or give a --rules file")
+    source, _, where = subject.partition(":")
+    subject_cfg: dict[str, Any] = {"source": source}
+    if source == "header":
+        subject_cfg["header"] = where
+    elif source == "json":
+        subject_cfg["path"] = where
+    rule: dict[str, Any] = {"subject": subject_cfg, "aad_profile": aad_profile}
+    if fields:
+        rule["mode"] = "fields"
+        rule["fields"] = [f.strip() for f in fields.split(",") if f.strip()]
+    if output_topic:
+        rule["output_topic"] = output_topic
+    if on_reject:
+        rule["on_reject"] = on_reject
+    return EncryptionRules.single(topics, **rule)
+
+
+def _settings(
+    kind: str,
+    bootstrap: str,
+    command_config: str | None,
+    rules: Any,
+    kms_config: str | None,
+    local_kms: str | None,
+    keys_topic: str,
+    checkpoint: str | None,
+    app_id: str | None,
+    dead_letter_topic: str | None,
+    starting_offsets: str,
+    continuous: bool,
+    trigger_seconds: float,
+    max_offsets_per_trigger: int | None,
+) -> Any:
+    from strongroom.spark.jobs.common import PipelineSettings
+
+    client = client_config(bootstrap, command_config)
+    checkpoint = checkpoint or default_state_dir("checkpoints", f"{kind}-{app_id or 'default'}")
+    return PipelineSettings(
+        bootstrap_servers=bootstrap,
+        rules=rules,
+        kms=load_kms_config(kms_config, local_keyring=local_kms),
+        checkpoint=checkpoint,
+        app_id=app_id,
+        client_properties=dict(client.extra or {}),
+        keys_topic=keys_topic,
+        dead_letter_topic=dead_letter_topic,
+        starting_offsets=starting_offsets,  # type: ignore[arg-type]
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        trigger_seconds=trigger_seconds if continuous else None,
+    )
+
+
+def _session(kind: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> Any:
+    from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
+    from strongroom.spark.session import build_spark_session
+
+    conf = {**PIPELINE_SPARK_CONF, **parse_pairs(spark_conf, "--spark-conf")}
+    return build_spark_session(spark_master, app_name=f"strongroom-{kind}", conf=conf)
+
+
+def _run(out: Output, job: Any, continuous: bool) -> dict[str, Any]:
+    try:
+        if not continuous:
+            return job.run()  # type: ignore[no-any-return]
+        query = job.start()
+        out.note(f"running {job.kind} query {query.name}; stop with Ctrl-C (progress below)")
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            out.note("stopping (the next start resumes from the checkpoint) ...")
+            query.stop()
+        if job.error is not None:
+            raise job.error
+        return job.result()  # type: ignore[no-any-return]
+    finally:
+        job.close()
+
+
+def _render(kind: str) -> Any:
+    def render(d: dict[str, Any]) -> str:
+        rows = [(status, n) for status, n in d["records"].items()]
+        lines = [f"{kind}: {d['batches']} batches, {d['written']} records written"]
+        if rows:
+            lines.append(table(rows, ["status", "records"]))
+        if d.get("replayed_skipped"):
+            lines.append(f"{d['replayed_skipped']} records of replayed batches were already written (skipped)")
+        return "\n".join(lines)
+
+    return render
+
+
+@click.command()
+@_rules_options
+@click.option(
+    "--output-topic", default=None, metavar="TEMPLATE", help="Output topic; $(topic) = source ($(topic).enc)."
+)
+@click.option(
+    "--on-reject",
+    type=click.Choice(["fail", "dead-letter"]),
+    default=None,
+    help="Records that cannot be encrypted (no subject, not JSON in field mode, too large).",
+)
+@click.option("--kek-alias", default="strongroom-subjects", show_default=True, help="KMS KEK for wrapping keys.")
+@click.option(
+    "--post-erasure",
+    type=click.Choice(["unreadable", "drop", "new-key"]),
+    default="unreadable",
+    show_default=True,
+    help="What happens to records of subjects erased earlier.",
+)
+@_common_options
+@click.pass_obj
+def encrypt(
+    out: Output,
+    rules_file: str | None,
+    topics: tuple[str, ...],
+    subject: str,
+    fields: str | None,
+    aad_profile: str,
+    output_topic: str | None,
+    on_reject: str | None,
+    kek_alias: str,
+    post_erasure: str,
+    bootstrap: str,
+    command_config: str | None,
+    kms_config: str | None,
+    local_kms: str | None,
+    keys_topic: str,
+    checkpoint: str | None,
+    app_id: str | None,
+    dead_letter_topic: str | None,
+    starting_offsets: str,
+    continuous: bool,
+    trigger_seconds: float,
+    max_offsets_per_trigger: int | None,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
+) -> None:
+    """Encrypt plaintext topics into encrypted ones with per-subject keys, exactly once (Spark)."""
+    from strongroom.spark.jobs.encrypt import EncryptJob
+
+    rules = _rules(rules_file, topics, subject, fields, aad_profile, output_topic, on_reject)
+    settings = _settings(
+        "encrypt",
+        bootstrap,
+        command_config,
+        rules,
+        kms_config,
+        local_kms,
+        keys_topic,
+        checkpoint,
+        app_id,
+        dead_letter_topic,
+        starting_offsets,
+        continuous,
+        trigger_seconds,
+        max_offsets_per_trigger,
+    )
+    spark = _session("encrypt", spark_master, spark_conf)
+
+    def progress(batch_id: int, result: dict[str, Any]) -> None:
+        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
+
+    job = EncryptJob(spark, settings, kek_alias=kek_alias, post_erasure=post_erasure, on_batch=progress)
+    result = _run(out, job, continuous)
+    out.result({"pipeline": "encrypt", "checkpoint": settings.checkpoint, **result}, _render("encrypt"))
+
+
+@click.command()
+@_rules_options
+@click.option(
+    "--output",
+    "output_kind",
+    type=click.Choice(["kafka", "parquet", "console"]),
+    default="kafka",
+    show_default=True,
+    help="Where decrypted records go.",
+)
+@click.option("--output-path", default=None, help="Directory for --output parquet.")
+@click.option(
+    "--output-topic",
+    default="$(base).decrypted",
+    show_default=True,
+    metavar="TEMPLATE",
+    help="Output topic; $(topic) = source, $(base) = source without .enc.",
+)
+@click.option(
+    "--on-failure",
+    type=click.Choice(["fail", "dead-letter", "skip"]),
+    default="fail",
+    show_default=True,
+    help="Records that cannot be decrypted (lost KEK, tampered, unknown version).",
+)
+@click.option(
+    "--erased",
+    type=click.Choice(["drop", "mark"]),
+    default="drop",
+    show_default=True,
+    help="Whole-value records of erased subjects: drop, or keep with a null value and a marker header.",
+)
+@click.option(
+    "--lost-kek-wait",
+    type=click.FloatRange(0),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --on-failure fail: keep re-checking a lost/disabled KEK this long before stopping.",
+)
+@click.option(
+    "--topic-map",
+    multiple=True,
+    metavar="PHYSICAL=LOGICAL",
+    help="Read a mirrored topic under the name its records were encrypted for.",
+)
+@click.option(
+    "--max-pending",
+    type=click.IntRange(1),
+    default=100_000,
+    show_default=True,
+    help="Records that may wait for their keys at once.",
+)
+@click.option(
+    "--pending-timeout",
+    type=click.FloatRange(1),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A record waiting longer for its key goes to the dead-letter topic (or stops the pipeline).",
+)
+@_common_options
+@click.pass_obj
+def decrypt(
+    out: Output,
+    rules_file: str | None,
+    topics: tuple[str, ...],
+    subject: str,
+    fields: str | None,
+    aad_profile: str,
+    output_kind: str,
+    output_path: str | None,
+    output_topic: str,
+    on_failure: str,
+    erased: str,
+    lost_kek_wait: float,
+    topic_map: tuple[str, ...],
+    max_pending: int,
+    pending_timeout: float,
+    bootstrap: str,
+    command_config: str | None,
+    kms_config: str | None,
+    local_kms: str | None,
+    keys_topic: str,
+    checkpoint: str | None,
+    app_id: str | None,
+    dead_letter_topic: str | None,
+    starting_offsets: str,
+    continuous: bool,
+    trigger_seconds: float,
+    max_offsets_per_trigger: int | None,
+    spark_master: str | None,
+    spark_conf: tuple[str, ...],
+) -> None:
+    """Decrypt encrypted topics to Kafka (exactly once), Parquet or the console (Spark)."""
+    from strongroom.spark.jobs.decrypt import DecryptJob
+
+    rules = _rules(rules_file, topics, subject, fields, aad_profile, None, None)
+    settings = _settings(
+        "decrypt",
+        bootstrap,
+        command_config,
+        rules,
+        kms_config,
+        local_kms,
+        keys_topic,
+        checkpoint,
+        app_id,
+        dead_letter_topic,
+        starting_offsets,
+        continuous,
+        trigger_seconds,
+        max_offsets_per_trigger,
+    )
+    spark = _session("decrypt", spark_master, spark_conf)
+
+    def progress(batch_id: int, result: dict[str, Any]) -> None:
+        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
+
+    job = DecryptJob(
+        spark,
+        settings,
+        output=output_kind,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        output_path=output_path,
+        output_topic=output_topic,
+        on_failure=on_failure,  # type: ignore[arg-type]
+        erased=erased,  # type: ignore[arg-type]
+        lost_kek_wait_s=lost_kek_wait,
+        topic_map=parse_pairs(topic_map, "--topic-map"),
+        max_pending=max_pending,
+        pending_timeout_s=pending_timeout,
+        on_batch=progress,
+    )
+    result = _run(out, job, continuous)
+    out.result({"pipeline": "decrypt", "checkpoint": settings.checkpoint, **result}, _render("decrypt"))
