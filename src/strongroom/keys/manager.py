@@ -7,9 +7,11 @@ moment. Each one:
    needs a new wrapping key), and flushes with ``acks=all`` + idempotence — one flush per batch;
 2. waits until its own key table has read that partition up to its own record's offset;
 3. adopts the subject's *earliest* live key in partition order ("first key in partition order wins").
-   Every creator reads the same partition in the same order, so all converge on one key; a losing key
-   stays valid for anything already encrypted with it (records name their key id exactly) and is
-   tombstoned with the subject at erasure (it sits below any later marker).
+   Every creator reads the same partition in the same order, so all converge on one key. A creator uses
+   a key only after this check, so a losing key has never encrypted anything: its creator tombstones it
+   (best effort, one batch). If that tombstone is lost (a crash), the stray key is harmless and is
+   tombstoned with the subject at erasure (it sits below any later marker); records always name their
+   key id exactly, so no reader ever has to guess which key of a subject opens a record.
 
 Erasure wins every race: a key written before the erasure marker is tombstoned by the eraser (it reads
 the partition up to its marker); a key written after it is seen *after* the marker by its creator,
@@ -181,12 +183,16 @@ class KeyManager:
                     targets[key.partition] = max(targets.get(key.partition, 0), key.offset + 1)
                 self.table.wait_for_offsets(targets, self.timeout)
                 need = []
+                unused: list[SubjectKey] = []
                 for subject, own in created.items():
                     decision = self._converge(subject, own)
+                    if decision is not own:
+                        unused.append(own)
                     if decision is None:
                         need.append(subject)
                     else:
                         result[subject] = decision
+                self._discard(unused)
             return {subject: result[subject] for subject in ordered}
 
     def stats(self) -> dict[str, Any]:
@@ -299,7 +305,6 @@ class KeyManager:
                     return None
                 return self._decision(subject, erasure)
             if self.policy is not PostErasurePolicy.NEW_KEY:
-                self._discard(own)
                 return self._decision(subject, erasure)
         if not state.keys:
             return None  # our key was tombstoned by someone else; make another
@@ -308,11 +313,13 @@ class KeyManager:
         self.counters["adopted"] += 1
         return self._unwrapped_current(subject)
 
-    def _discard(self, own: SubjectKey) -> None:
-        """Tombstone our own key written after an erasure marker (nobody will ever use it)."""
-        assert own.partition is not None
+    def _discard(self, unused: list[SubjectKey]) -> None:
+        """Tombstone keys we wrote but never used (lost the race, or met an erasure): one batch, best effort."""
+        if not unused:
+            return
+        batch = [(key.partition or 0, SubjectKeyTombstone(key.subject, key.key_id)) for key in unused]
         try:
-            self._writer.write([(own.partition, SubjectKeyTombstone(own.subject, own.key_id))], error=KeyCreationFailed)
-            self.counters["discarded"] += 1
-        except KeyCreationFailed as exc:  # harmless: an unused key after a marker decrypts nothing
-            log.warning("could not tombstone an unused post-erasure key %s: %s", own.key_id.hex(), exc)
+            self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
+            self.counters["discarded"] += len(batch)
+        except KeyCreationFailed as exc:  # harmless: a key that encrypted nothing
+            log.warning("could not tombstone %d unused subject keys: %s", len(batch), exc)

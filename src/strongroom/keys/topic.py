@@ -238,6 +238,7 @@ class KeysTopic:
 
     def read_layout(self, look_at: int = 100) -> int | None:
         """The partition count of the layout record (written first into partition 0), if there is one."""
+        _ = self.partitions  # KeysTopicMissing before anything else
         low, high = self.watermarks([0])[0]
         for record in self.scan([0], end_offsets={0: min(high, low + look_at)}, timeout=30):
             if record.key == records.LAYOUT_KEY and record.value is not None:

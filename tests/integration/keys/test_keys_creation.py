@@ -1,0 +1,126 @@
+"""Key creation on a real Kafka: KMS calls grow with wrapping keys, and concurrent creators converge."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from strongroom.envelope import RecordContext, decrypt_value, seal
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy, subject_partition
+from strongroom.keys.topic import KeysTopic
+from strongroom.kms.metered import MeteredKms
+
+HERE = Path(__file__).parent
+
+
+def seal_for(subject: str, key: SubjectKey, text: str = "hello") -> bytes:
+    return seal(f"{text} {subject}".encode(), key.key, key.ref, RecordContext("t", subject.encode()))
+
+
+def test_kms_calls_follow_wrapping_keys_not_subjects(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    subjects = [f"user-{i}" for i in range(2000)]
+    options = {"readers_topic": readers_topic}
+    with KeyManager(
+        client, kms, topic=keys_topic, wrapping=WrappingKeyPolicy(max_keys=500), table_options=options
+    ) as manager:
+        keys = manager.get_or_create(subjects)
+        # 4 wrapping keys for 2000 subjects: resolve_alias + wrap each, nothing per subject.
+        assert manager.counters["wrapping_keys_created"] == 4
+        assert kms.calls == 8
+        again = manager.get_or_create(["user-1", "user-1999"])
+        assert again["user-1"] == keys["user-1"]
+        assert kms.calls == 8
+    sealed = {s: seal_for(s, k) for s, k in keys.items() if isinstance(k, SubjectKey)}
+    assert len(sealed) == len(subjects)
+
+    kms.reset()
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
+        reader.wait_caught_up(30)
+        for subject, envelope in sealed.items():
+            opened = decrypt_value(envelope, reader.key_lookup_for(subject), RecordContext("t", subject.encode()))
+            assert opened == f"hello {subject}".encode()
+        # A cold reader: one KMS unwrap per wrapping key for 2000 subjects' records.
+        assert kms.calls == 4
+        assert reader.stats()["kms_unwraps"] == 4
+        # The chain SK → WK → KEK, without KMS calls.
+        kek_ref = reader.kek_of_key(keys["user-7"].key_id)  # type: ignore[union-attr]
+        assert kek_ref is not None
+        assert kek_ref.startswith("local:")
+        assert set(reader.subjects_under_kek(kek_ref)) == set(subjects)
+        links = reader.chain_of([keys["user-7"].key_id])  # type: ignore[union-attr]
+        assert next(iter(links.values())).subject == "user-7"
+        # Every record of a subject lives in murmur2(subject) % partitions.
+        state = reader.subject_state("user-42")
+        assert state.partition == subject_partition("user-42", 3)
+        assert state.current_key_id == keys["user-42"].key_id  # type: ignore[union-attr]
+
+
+def test_concurrent_creators_in_threads_and_processes_converge(
+    client: ClientConfig, keys_topic: str, readers_topic: str, keyring: Path, kms: MeteredKms, tmp_path: Path
+) -> None:
+    subjects = [f"race-{i}" for i in range(150)]
+    start_at = time.time() + 6.0  # every creator is up (tables caught up) by then
+    subjects_file = tmp_path / "subjects.txt"
+    subjects_file.write_text("\n".join(subjects))
+    processes = []
+    for n in range(2):
+        out = tmp_path / f"proc-{n}.json"
+        args = [client.bootstrap_servers, keys_topic, readers_topic, str(keyring), str(subjects_file), str(out)]
+        processes.append(
+            (out, subprocess.Popen([sys.executable, str(HERE / "key_creator_process.py"), *args, str(start_at)]))
+        )
+
+    results: dict[str, dict[str, SubjectKey]] = {}
+    discarded: list[int] = []
+    errors: list[BaseException] = []
+
+    def creator(name: str) -> None:
+        try:
+            with KeyManager(client, kms, topic=keys_topic, table_options={"readers_topic": readers_topic}) as manager:
+                time.sleep(max(0.0, start_at - time.time()))
+                got = manager.get_or_create(subjects)
+                results[name] = {s: k for s, k in got.items() if isinstance(k, SubjectKey)}
+                discarded.append(manager.counters["discarded"])
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=creator, args=(f"thread-{n}",)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    envelopes: list[tuple[str, str, bytes]] = []
+    for name, keys in results.items():
+        assert len(keys) == len(subjects)
+        envelopes += [(s, k.key_id.hex(), seal_for(s, k, name)) for s, k in keys.items()]
+    for out, process in processes:
+        assert process.wait(120) == 0
+        written = json.loads(out.read_text())
+        discarded.append(written["discarded"])
+        for subject, (key_id, envelope) in written["keys"].items():
+            envelopes.append((subject, key_id, base64.b64decode(envelope)))
+    # Five creators wrote a key for each subject; exactly one per subject won, the four losers
+    # (never used by anyone) were tombstoned by their creators.
+    assert sum(discarded) == 4 * len(subjects)
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
+        reader.wait_caught_up(30)
+        # Converged: every creator, thread or process, ended up with the first key in partition order.
+        for subject in subjects:
+            current = reader.subject_state(subject).current_key_id
+            assert current is not None
+            assert {key_id for s, key_id, _ in envelopes if s == subject} == {current.hex()}
+        assert all(len(reader.subject_state(s).keys) == 1 for s in subjects)
+        # Every record any creator sealed opens with a fresh reader.
+        for subject, _, envelope in envelopes:
+            decrypt_value(envelope, reader.key_lookup_for(subject), RecordContext("t", subject.encode()))
+    assert KeysTopic(client, keys_topic).partitions == 3
