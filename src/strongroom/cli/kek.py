@@ -167,7 +167,8 @@ def spark_session(master: str | None) -> Any:
 
 def progress_printer(out: Output) -> Callable[[str, int | None, int | None], None]:
     def progress(message: str, done: int | None, total: int | None) -> None:
-        out.progress(message, done=done, total=total)
+        # Phase changes (no counts) always show; counted steps are rate-limited.
+        out.progress(message, done=done, total=total, force=done is None)
 
     return progress
 
