@@ -121,6 +121,7 @@ def read_range(
         )
         reads = cols["read_at"]
         done = False
+        resets = 0
         n_records = n_bytes = 0
         last_progress = time.monotonic()
         position = start
@@ -142,14 +143,25 @@ def read_range(
                         done = True
                         break
                     if code == _AUTO_OFFSET_RESET:
-                        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
-                        effective_start = max(effective_start, int(low))
-                        if effective_start >= end:
-                            actual_end = end
-                            effective_start = end
+                        # The position is outside the log: below its start (retention, deletion) or
+                        # beyond its end (the log was truncated below what we were asked to read).
+                        resets += 1
+                        if resets > 10:
+                            raise KafkaReadError(
+                                f"{topic}[{partition}] keeps rejecting offset {position} as out of range"
+                            )
+                        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+                        if position >= high:
+                            actual_end = max(effective_start, min(end, int(high)))
                             done = True
                         else:
-                            consumer.assign([TopicPartition(topic, partition, effective_start)])
+                            effective_start = max(effective_start, int(low))
+                            position = max(position, effective_start)
+                            if effective_start >= end:
+                                actual_end = effective_start = end
+                                done = True
+                            else:
+                                consumer.assign([TopicPartition(topic, partition, position)])
                         break
                     if err.fatal():
                         raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")

@@ -232,7 +232,8 @@ class ClusterState:
         """Partition states and configs of ``topics``. Partitions without an answering leader are
         still listed, with ``leader=-1`` and offsets ``-1`` (unknown)."""
         mds = self.partitions_of(topics)
-        tps = [(t, p) for t, md in mds.items() for p in sorted(md.partitions)]
+        # Offline partitions cannot answer; asking would only wait out the timeout.
+        tps = [(t, p) for t, md in mds.items() for p in sorted(md.partitions) if md.partitions[p].leader >= 0]
         observed = now_ms()
         earliest = self.list_offsets(tps, "earliest")
         latest_committed = self.list_offsets(tps, "latest", committed=True)

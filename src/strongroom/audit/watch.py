@@ -287,10 +287,10 @@ def _leadership(
                 evidence=facts,
             )
         )
-    truncations = []
-    if 0 <= now.high_watermark < before.high_watermark:
+    compacted = "compact" in config.get("cleanup.policy", "delete")
+    truncations = _chain_check(now, evidence, facts, compacted)
+    if not truncations and 0 <= now.high_watermark < before.high_watermark:
         truncations.append(_truncation_hw(before, now, facts))
-    truncations.extend(_chain_check(now, evidence, facts))
     out.extend(truncations)
     if not unclean and not truncations and now.leader >= 0:
         out.append(
@@ -319,8 +319,13 @@ def _truncation_hw(before: PartitionState, now: PartitionState, facts: Mapping[s
     )
 
 
-def _chain_check(now: PartitionState, evidence: Evidence, facts: Mapping[str, Any]) -> list[Alert]:
-    """Spot-read the log at the ledger's epoch boundaries and last offset; report divergence."""
+def _chain_check(
+    now: PartitionState, evidence: Evidence, facts: Mapping[str, Any], compacted: bool = False
+) -> list[Alert]:
+    """Spot-read the log at the ledger's epoch boundaries and last offset; report divergence.
+
+    On a compacted topic an absent record below the high watermark may have been cleaned, so only
+    a changed record (or one beyond the log end) counts there."""
     ledger, lookup = evidence.ledger, evidence.log_lookup
     if ledger is None or lookup is None or not ledger.available:
         return []
@@ -338,6 +343,8 @@ def _chain_check(now: PartitionState, evidence: Evidence, facts: Mapping[str, An
         if want is None:
             continue
         got = present.get(off)
+        if got is None and compacted and off < now.high_watermark:
+            continue
         same = got is not None and all(
             want.get(k) == got.get(k) for k in ("key_hash", "value_hash", "headers_hash", "timestamp")
         )
@@ -459,11 +466,12 @@ class Watcher:
         metrics: Any = None,
         exclude: Sequence[str] = (),
         clock_skew_ms: int = 5_000,
+        timeout: float = 10.0,
     ) -> None:
         self.client = client
         self.topics = list(topics) if topics else None
-        self.cluster = ClusterState(client)
-        self.oplog = OperationsLog(client)
+        self.cluster = ClusterState(client, timeout=timeout)
+        self.oplog = OperationsLog(client, timeout=timeout)
         self.ledger = LedgerView(ledger) if ledger is not None else None
         self.lookup = kafka_log_lookup(client)
         self.state_path = state_path

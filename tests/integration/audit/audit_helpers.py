@@ -53,3 +53,42 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 60.0, what: str =
             return
         time.sleep(0.25)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class CollectingSink:
+    """An alert sink that keeps what it gets (the watcher's real sinks are tested elsewhere)."""
+
+    name = "collect"
+
+    def __init__(self) -> None:
+        self.alerts: list[Any] = []
+
+    def emit(self, alerts: Any) -> None:
+        self.alerts.extend(alerts)
+
+    def close(self) -> None:
+        pass
+
+    def kinds(self, severity: str | None = None) -> set[tuple[str, str | None]]:
+        return {(a.kind, a.topic) for a in self.alerts if severity is None or a.severity == severity}
+
+
+def create_topic_on(cluster: Any, name: str, replicas: list[int], config: dict[str, str]) -> str:
+    """A one-partition topic on exactly these replicas (the first is the preferred leader)."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    new = NewTopic(name, num_partitions=1, replication_factor=-1, replica_assignment=[replicas], config=config)
+    futures = cluster.admin().create_topics([new])
+    futures[name].result(30)
+    cluster.wait_for_leaders(name, 1)
+    return name
+
+
+def wait_for(cluster: Any, what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    def safe() -> bool:
+        try:
+            return predicate()
+        except Exception:  # noqa: BLE001 - metadata may be briefly unavailable while brokers change
+            return False
+
+    wait_until(safe, timeout, what)

@@ -1,0 +1,195 @@
+"""The watcher's decisions (pure), against a ledger written in the capture's layout with pyarrow."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from strongroom.audit.hashing import hash_bytes
+from strongroom.audit.kafka_state import PartitionState
+from strongroom.audit.ledger_view import LedgerView
+from strongroom.audit.oplog import DELETE_RECORDS, TOPIC_DELETION, Operation, PartitionChange
+from strongroom.audit.schema import ARROW_SCHEMA
+from strongroom.audit.store import LedgerPaths
+from strongroom.audit.watch import Evidence, Observation, evaluate
+
+NOW = 1_800_000_000_000
+HOUR = 3_600_000
+
+
+def part(p: int = 0, *, start: int = 0, hw: int = 100, leader: int = 1, epoch: int = 0,
+         isr: tuple[int, ...] = (1, 2, 3), topic: str = "t") -> PartitionState:  # fmt: skip
+    return PartitionState(topic, p, start, hw, hw, leader, epoch, isr, (1, 2, 3), NOW)
+
+
+def obs(*parts: PartitionState, config: Mapping[str, str] | None = None) -> Observation:
+    cfg = {"cleanup.policy": "delete", "retention.ms": str(HOUR), "retention.bytes": "-1",
+           "min.insync.replicas": "2", "unclean.leader.election.enable": "false"}  # fmt: skip
+    cfg.update(config or {})
+    topics = {p.topic for p in parts}
+    return Observation(NOW, {(p.topic, p.partition): p for p in parts}, {t: dict(cfg) for t in topics})
+
+
+def write_ledger(root: Path, topic: str, partition: int, rows: Sequence[tuple[int, int, int, bytes]],
+                 ranges: Sequence[tuple[int, int]]) -> LedgerPaths:  # fmt: skip
+    """rows: (offset, epoch, timestamp, value)."""
+    records = root / "records" / f"topic={topic}" / "kind=record"
+    markers = root / "records" / f"topic={topic}" / "kind=range"
+    records.mkdir(parents=True, exist_ok=True)
+    markers.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([f for f in ARROW_SCHEMA if f.name not in ("topic", "kind")])
+    recs = [{"partition": partition, "offset": o, "leader_epoch": e, "timestamp": ts, "timestamp_type": 1,
+             "key_hash": hash_bytes(b"k"), "value_hash": hash_bytes(v), "key_len": 1, "value_len": len(v),
+             "read_at": ts + 10} for o, e, ts, v in rows]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(recs, schema=schema), records / "part-0.parquet")
+    marks = [{"partition": partition, "offset": s, "range_end": e, "read_at": NOW} for s, e in ranges]
+    pq.write_table(pa.Table.from_pylist(marks, schema=schema), markers / "part-0.parquet")
+    (root / "records" / "_spark_metadata").mkdir(exist_ok=True)
+    return LedgerPaths(str(root))
+
+
+def kinds(alerts: Sequence[Any]) -> list[tuple[str, str]]:
+    return [(a.kind, a.severity) for a in alerts]
+
+
+def test_first_observation_raises_nothing() -> None:
+    assert evaluate(None, obs(part()), Evidence(now_ms=NOW)) == []
+
+
+def test_unchanged_cluster_raises_nothing() -> None:
+    assert evaluate(obs(part()), obs(part()), Evidence(now_ms=NOW)) == []
+
+
+def test_recorded_delete_records_justifies_the_advance() -> None:
+    op = Operation(kind=DELETE_RECORDS, topic="t", reason="ticket 1", partitions=(PartitionChange(0, 0, 40),))
+    alerts = evaluate(obs(part()), obs(part(start=40)), Evidence(operations=[op], now_ms=NOW))
+    assert kinds(alerts) == [("lso-advance-justified", "info")]
+    assert alerts[0].evidence["operation"] == op.id
+
+
+def test_a_recorded_deletion_below_the_new_start_does_not_justify_it() -> None:
+    op = Operation(kind=DELETE_RECORDS, topic="t", reason="ticket 1", partitions=(PartitionChange(0, 0, 10),))
+    alerts = evaluate(obs(part()), obs(part(start=40)), Evidence(operations=[op], now_ms=NOW))
+    assert kinds(alerts) == [("lso-advance-unverified", "warning")]
+
+
+def test_unlimited_retention_advance_without_record_is_critical_even_without_a_ledger() -> None:
+    cfg = {"retention.ms": "-1"}
+    alerts = evaluate(obs(part(), config=cfg), obs(part(start=5), config=cfg), Evidence(now_ms=NOW))
+    assert kinds(alerts) == [("lso-advance-unjustified", "critical")]
+
+
+def test_ledger_timestamps_decide_retention(tmp_path: Path) -> None:
+    old, young = NOW - 2 * HOUR, NOW - 60_000
+    rows = [(o, 0, old if o < 50 else young, b"v") for o in range(100)]
+    view = LedgerView(write_ledger(tmp_path, "t", 0, rows, [(0, 100)]))
+    ev = Evidence(ledger=view, now_ms=NOW)
+    assert kinds(evaluate(obs(part()), obs(part(start=50)), ev)) == [("lso-advance-justified", "info")]
+    alerts = evaluate(obs(part(start=50)), obs(part(start=60)), ev)
+    assert kinds(alerts) == [("lso-advance-unjustified", "critical")]
+    assert alerts[0].evidence["max_timestamp"] == young
+
+
+def test_retention_with_unseen_records_is_only_unverified(tmp_path: Path) -> None:
+    rows = [(o, 0, NOW - 2 * HOUR, b"v") for o in range(20, 100)]
+    view = LedgerView(write_ledger(tmp_path, "t", 0, rows, [(20, 100)]))
+    alerts = evaluate(obs(part()), obs(part(start=50)), Evidence(ledger=view, now_ms=NOW))
+    assert kinds(alerts) == [("lso-advance-unverified", "warning")]
+    assert alerts[0].evidence["unseen_ranges"] == [(0, 20)]
+
+
+def test_retention_bytes_justifies_when_the_log_still_holds_enough(tmp_path: Path) -> None:
+    rows = [(o, 0, NOW - 60_000, b"x" * 100) for o in range(100)]
+    view = LedgerView(write_ledger(tmp_path, "t", 0, rows, [(0, 100)]))
+    cfg = {"retention.ms": "-1", "retention.bytes": "5000"}
+    ev = Evidence(ledger=view, now_ms=NOW)
+    assert kinds(evaluate(obs(part(), config=cfg), obs(part(start=40), config=cfg), ev)) == [
+        ("lso-advance-justified", "info")
+    ]
+    big = {"retention.ms": "-1", "retention.bytes": "100000"}
+    assert kinds(evaluate(obs(part(), config=big), obs(part(start=40), config=big), ev)) == [
+        ("lso-advance-unjustified", "critical")
+    ]
+
+
+def test_clean_failover_is_an_info_event() -> None:
+    alerts = evaluate(obs(part()), obs(part(leader=2, epoch=1, isr=(2, 3))), Evidence(now_ms=NOW))
+    assert kinds(alerts) == [("leader-change", "info")]
+
+
+def test_leader_outside_previous_isr_is_unclean() -> None:
+    before = part(leader=1, isr=(1,))
+    after = part(leader=2, epoch=1, isr=(2,), hw=100)
+    assert ("unclean-election", "critical") in kinds(evaluate(obs(before), obs(after), Evidence(now_ms=NOW)))
+
+
+def test_high_watermark_going_back_is_truncation() -> None:
+    alerts = evaluate(obs(part(hw=100)), obs(part(hw=90, leader=2, epoch=1)), Evidence(now_ms=NOW))
+    assert ("truncation", "critical") in kinds(alerts)
+
+
+def test_epoch_chain_spot_check_finds_divergence(tmp_path: Path) -> None:
+    rows = [(o, 0 if o < 50 else 1, NOW, b"v%d" % o) for o in range(60)]
+    view = LedgerView(write_ledger(tmp_path, "t", 0, rows, [(0, 60)]))
+    assert view.epoch_chain("t", 0) == [(0, 0), (1, 50)]
+
+    def log_lookup(topic: str, partition: int, offsets: Sequence[int]) -> dict[int, dict[str, Any]]:
+        # the log kept epoch 0 and offset 50, but offset 59 now holds other content under epoch 2
+        out = {}
+        for o in offsets:
+            if o == 59:
+                out[o] = {"leader_epoch": 2, "key_hash": hash_bytes(b"k"), "value_hash": hash_bytes(b"other"),
+                          "headers_hash": None, "timestamp": NOW}  # fmt: skip
+            else:
+                out[o] = {"leader_epoch": 0 if o < 50 else 1, "key_hash": hash_bytes(b"k"),
+                          "value_hash": hash_bytes(b"v%d" % o), "headers_hash": None, "timestamp": NOW}  # fmt: skip
+        return out
+
+    ev = Evidence(ledger=view, log_lookup=log_lookup, now_ms=NOW)
+    alerts = evaluate(obs(part(epoch=1)), obs(part(epoch=2, leader=2, isr=(2, 3))), ev)
+    trunc = [a for a in alerts if a.kind == "truncation"]
+    assert len(trunc) == 1
+    assert trunc[0].evidence["diverged"] == [
+        {"offset": 59, "ledger_epoch": 1, "log_epoch": 2, "state": "different content"}
+    ]
+    assert ("leader-change", "info") not in kinds(alerts), "a truncating change is not clean"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "severity"),
+    [
+        ({"retention.ms": "604800000"}, {"retention.ms": "60000"}, "warning"),
+        ({"retention.ms": "-1"}, {"retention.ms": "604800000"}, "warning"),
+        ({"retention.bytes": "-1"}, {"retention.bytes": "1000"}, "warning"),
+        ({"min.insync.replicas": "2"}, {"min.insync.replicas": "1"}, "warning"),
+        ({"unclean.leader.election.enable": "false"}, {"unclean.leader.election.enable": "true"}, "critical"),
+        ({"cleanup.policy": "compact"}, {"cleanup.policy": "compact,delete"}, "warning"),
+    ],
+)
+def test_weakening_configs_alert(before: dict[str, str], after: dict[str, str], severity: str) -> None:
+    alerts = evaluate(obs(part(), config=before), obs(part(), config=after), Evidence(now_ms=NOW))
+    assert kinds(alerts) == [("config-weakened", severity)]
+
+
+def test_strengthening_configs_are_silent() -> None:
+    before = {"retention.ms": "60000", "min.insync.replicas": "1"}
+    after = {"retention.ms": "-1", "min.insync.replicas": "2"}
+    assert evaluate(obs(part(), config=before), obs(part(), config=after), Evidence(now_ms=NOW)) == []
+
+
+def test_deleted_topics() -> None:
+    prev = obs(part(topic="a"), part(topic="b"))
+    cur = obs(part(topic="b"))
+    assert kinds(evaluate(prev, cur, Evidence(now_ms=NOW))) == [("topic-deleted", "critical")]
+    op = Operation(kind=TOPIC_DELETION, topic="a", reason="decommissioned")
+    assert kinds(evaluate(prev, cur, Evidence(operations=[op], now_ms=NOW))) == [("topic-deleted", "info")]
+
+
+def test_observation_round_trips_through_json() -> None:
+    o = obs(part(), part(1, start=3))
+    assert Observation.from_json(o.to_json()) == o
