@@ -1,0 +1,99 @@
+"""Exactly-once output across crashes: kill -9 the encrypt pipeline mid-stream, again and again.
+
+The pipeline runs as a real `strongroom encrypt --continuous` process while a producer keeps writing.
+It is killed with SIGKILL (whole process group: Python driver and Spark's JVM) at random moments —
+between and in the middle of micro-batches and transactions — and restarted from its checkpoint.
+At the end every input record must be in the output exactly once (read_committed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from strongroom.demo.data import customer_events
+
+pytestmark = pytest.mark.slow
+
+
+def start_pipeline(env: Any, topic: str, log: Path) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable, "-m", "strongroom.cli.main", "encrypt",
+        "--bootstrap-server", env.bootstrap, "--local-kms", env.kms_config["path"], "--keys-topic", env.keys_topic,
+        "--topic", topic, "--fields", "$.name,$.email,$.address",
+        "--checkpoint", str(env.workdir / "chk"), "--app-id", "kill-test",
+        "--continuous", "--trigger-seconds", "1", "--max-offsets-per-trigger", "400",
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"), start_new_session=True)
+
+
+def test_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path: Path) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=3)
+    total = 6000
+    produced: list[str] = []
+
+    def produce_slowly() -> None:
+        producer = Producer(env.client.producer())
+        for i, (key, value) in enumerate(customer_events(total, 40)):
+            producer.produce(topic, key=key, value=value)
+            produced.append(json.loads(value)["event_id"])
+            if i % 200 == 199:
+                producer.flush(30)
+                time.sleep(0.5)
+        producer.flush(30)
+
+    writer = threading.Thread(target=produce_slowly)
+    writer.start()
+    rng = random.Random(20261121)
+    log = tmp_path / "pipeline.log"
+    kills = 0
+    for _ in range(5):
+        proc = start_pipeline(env, topic, log)
+        # wait until the query has committed at least one batch in this incarnation, then kill at random
+        started = time.monotonic()
+        seen = log.read_text(errors="replace").count("records written so far")
+        while (
+            time.monotonic() - started < 120 and log.read_text(errors="replace").count("records written so far") == seen
+        ):
+            assert proc.poll() is None, f"pipeline died on its own:\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.2, 4.0))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        kills += 1
+    writer.join()
+
+    # A last incarnation runs until everything is through.
+    proc = start_pipeline(env, topic, log)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            out = env.read(f"{topic}.enc", idle=2.0)
+            if len(out) >= total:
+                break
+            assert proc.poll() is None, f"pipeline died:\n{log.read_text()[-3000:]}"
+            time.sleep(3)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+    out = env.read(f"{topic}.enc", idle=3.0)
+    ids = [json.loads(m.value())["event_id"] for m in out]
+    assert kills == 5
+    assert len(produced) == total
+    assert len(ids) == total, f"{len(ids) - len(set(ids))} duplicates, {len(set(produced) - set(ids))} missing"
+    assert set(ids) == set(produced)
+    for m in out[:50]:
+        assert json.loads(m.value())["email"].startswith("sr1:")
