@@ -96,5 +96,5 @@ def test_oversized_value_is_rejected(spark: SparkSession) -> None:
     )
     row = out.collect()[0]
     assert row["status"] == REJECTED
-    assert "too large" in row["reason"]
+    assert "encrypted value would be" in row["reason"]
     assert F is not None
