@@ -15,6 +15,7 @@ from strongroom.crypto.limits import DekUsagePolicy
 from strongroom.envelope import RecordContext, ValueMode, marker_header
 from strongroom.kafka.config import ClientConfig
 from strongroom.kms.admin.vault import VaultKekAdmin
+from strongroom.kms.api import Kms
 from strongroom.kms.envelope_keys import RotatingDekSource
 from strongroom.kms.vault import VaultKms
 
@@ -31,7 +32,7 @@ def new_kek(admin: VaultKekAdmin) -> str:
     return admin.create_kek("kek-" + uuid.uuid4().hex[:10])
 
 
-def sealed(kms: VaultKms, kek: str, n: int, *, topic: str, per_dek: int = 50, first: int = 0) -> list[Record]:
+def sealed(kms: Kms, kek: str, n: int, *, topic: str, per_dek: int = 50, first: int = 0) -> list[Record]:
     """``n`` WRAPPED_DEK records under ``kek`` (a new DEK every ``per_dek`` records)."""
     source = RotatingDekSource(kms, kek, DekUsagePolicy(max_encryptions=per_dek))
     out: list[Record] = []
@@ -82,3 +83,22 @@ def run_cli(capsys: pytest.CaptureFixture[str], args: Sequence[str]) -> tuple[in
 
 def vault_args(openbao: Any) -> list[str]:
     return ["--kms", "vault", "--vault-address", openbao.address, "--kms-attempts", "2", "--kms-deadline", "5"]
+
+
+def subject_key_record(key_id: bytes, dek: bytes, subject: bytes = b"alice", topic: str = "orders") -> Record:
+    from strongroom.envelope import seal
+    from strongroom.envelope.keyref import SubjectKeyRef
+
+    value = seal(b'{"name": "Alice"}', dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
+    return [marker_header(ValueMode.WHOLE_VALUE)], value
+
+
+def json_fields_record(kms: Any, kek_ids: Sequence[str], topic: str = "orders") -> Record:
+    """A JSON-fields record with one encrypted field per KEK."""
+    from strongroom.envelope.json_fields import encrypt_json_fields
+
+    document = b'{"a": "x", "b": "y", "c": 3}'
+    for field, kek_id in zip(("$.a", "$.b"), kek_ids, strict=False):
+        active = RotatingDekSource(kms, kek_id).current()
+        document = encrypt_json_fields(document, [field], active.dek, active.key_ref, RecordContext(topic, b"s1"))
+    return [marker_header(ValueMode.JSON_FIELDS)], document
