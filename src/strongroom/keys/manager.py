@@ -36,9 +36,10 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strongroom.crypto.aead import generate_dek
+from strongroom.envelope.errors import SubjectErased
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys.errors import KeyCreationFailed, KeysConfigError, WrappingKeyUnavailable
-from strongroom.keys.murmur2 import partition_for, subject_partition
+from strongroom.keys.murmur2 import partition_for
 from strongroom.keys.records import (
     LayoutRecord,
     SubjectKeyRecord,
@@ -46,7 +47,7 @@ from strongroom.keys.records import (
     WrappingKeyRecord,
     check_subject,
 )
-from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey
+from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey, SubjectState
 from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.keys.wrapping import (
@@ -160,8 +161,9 @@ class KeyManager:
             self.counters["batches"] += 1
             result: dict[str, KeyOrDecision] = {}
             need: list[str] = []
+            states = self.table.subject_states(ordered)
             for subject in ordered:
-                known = self._known(subject)
+                known = self._known(states[subject])
                 if known is None:
                     need.append(subject)
                 else:
@@ -175,7 +177,7 @@ class KeyManager:
                         f"({_MAX_ROUNDS} rounds)",
                         hint="retry the batch; erasure keeps winning, which is the intended outcome",
                     )
-                created = self._create(need)
+                created = self._create(need, {s: states[s].partition for s in need})
                 targets: dict[int, int] = {}
                 for key in created.values():
                     assert key.partition is not None
@@ -184,8 +186,9 @@ class KeyManager:
                 self.table.wait_for_offsets(targets, self.timeout)
                 need = []
                 unused: list[SubjectKey] = []
+                states = self.table.subject_states(created)
                 for subject, own in created.items():
-                    decision = self._converge(subject, own)
+                    decision = self._converge(own, states[subject])
                     if decision is not own:
                         unused.append(own)
                     if decision is None:
@@ -217,28 +220,32 @@ class KeyManager:
         self.close()
 
     # ------------------------------------------------------------------ internals
-    def _known(self, subject: str) -> KeyOrDecision | None:
-        state = self.table.subject_state(subject)
+    def _known(self, state: SubjectState) -> KeyOrDecision | None:
         if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
-            return self._decision(subject, state.erasure)
+            return self._decision(state.subject, state.erasure)
         if not state.keys:
             return None
-        key = self._unwrapped_current(subject)
-        self.counters["reused"] += 1
+        key = self._unwrapped_current(state)
+        if key is not None:
+            self.counters["reused"] += 1
         return key
 
-    def _unwrapped_current(self, subject: str) -> SubjectKey:
-        key = self.table.current_key(subject)
-        if key is None:  # its wrapping-key record lives in a partition the table has not read yet
-            self.table.wait_caught_up(self.timeout)
-            key = self.table.current_key(subject)
+    def _unwrapped_current(self, state: SubjectState) -> SubjectKey | None:
+        """The state's current key, unwrapped; None if an erasure removed it meanwhile."""
+        info = state.keys[0]
+        try:
+            key = self.table.lookup(info.key_id)
+            if key is None:  # its wrapping-key record lives in a partition the table has not read yet
+                self.table.wait_caught_up(self.timeout)
+                key = self.table.lookup(info.key_id)
+        except SubjectErased:
+            return None
         if key is None:
-            state = self.table.subject_state(subject)
             raise WrappingKeyUnavailable(
-                f"the current key {state.current_key_id.hex() if state.current_key_id else '?'} of a subject "
-                f"cannot be unwrapped: its wrapping key is not in {self.topic!r}"
+                f"the current key {info.key_id.hex()} of a subject cannot be unwrapped: its wrapping key "
+                f"{info.wk_id.hex()} is not in {self.topic!r}"
             )
-        return key
+        return SubjectKey(state.subject, info.key_id, key, info.wk_id, state.partition, info.offset)
 
     def _decision(self, subject: str, erasure: ErasureInfo) -> PolicyDecision:
         self.counters["policy_decisions"] += 1
@@ -247,7 +254,7 @@ class KeyManager:
             key = SubjectKey(subject, new_key_id(), generate_dek(), stored=False)
         return PolicyDecision(subject, self.policy, erasure, key)
 
-    def _create(self, subjects: list[str]) -> dict[str, SubjectKey]:
+    def _create(self, subjects: list[str], partitions: dict[str, int]) -> dict[str, SubjectKey]:
         created: dict[str, SubjectKey] = {}
         step = self.wrapping.max_keys
         for start in range(0, len(subjects), step):
@@ -256,13 +263,12 @@ class KeyManager:
             now = now_ms()
             batch: list[tuple[int, SubjectKeyRecord]] = []
             keys: list[SubjectKey] = []
-            partitions = self.table.partitions
             for subject in chunk:
                 raw = subject.encode("utf-8")
                 sk = generate_dek()
                 key_id = new_key_id()
                 wrapped = wrap_subject_key(wk.cipher, sk, raw, key_id, wk.wk_id)
-                partition = subject_partition(subject, partitions)
+                partition = partitions[subject]
                 batch.append((partition, SubjectKeyRecord(subject, key_id, wk.wk_id, wrapped, now, wk.kek_ref)))
                 keys.append(SubjectKey(subject, key_id, sk, wk.wk_id, partition))
             wk.used += len(chunk)
@@ -293,10 +299,10 @@ class KeyManager:
         log.info("new wrapping key %s under KEK %s", wk_id.hex(), edek.kek_ref)
         return self._wk
 
-    def _converge(self, subject: str, own: SubjectKey) -> KeyOrDecision | None:
+    def _converge(self, own: SubjectKey, state: SubjectState) -> KeyOrDecision | None:
         """Decide after reading the partition up to our own record. None: create again."""
         assert own.offset is not None
-        state = self.table.subject_state(subject)
+        subject = own.subject
         erasure = state.erasure
         if erasure is not None:
             if erasure.offset > own.offset:
@@ -311,7 +317,7 @@ class KeyManager:
         if state.current_key_id == own.key_id:
             return own
         self.counters["adopted"] += 1
-        return self._unwrapped_current(subject)
+        return self._unwrapped_current(state)
 
     def _discard(self, unused: list[SubjectKey]) -> None:
         """Tombstone keys we wrote but never used (lost the race, or met an erasure): one batch, best effort."""

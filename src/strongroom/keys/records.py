@@ -8,9 +8,16 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
     layout          b"m\\0layout"                                      partition count the topic was created with
 
-Values are UTF-8 JSON objects with ``"v": 1`` and a ``"type"``. A subject-key value holds the subject
-key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value holds the wrapping key wrapped by a
-KMS KEK (an EDEK): no value ever holds a plaintext key. A null value is a tombstone.
+Subject-key values — the bulk of the topic, one per data subject, read by every cold key table — are
+compact binary (big-endian, decoded with one ``struct`` call)::
+
+    version 0x01 | alg 0x01 (A256GCM-WK1) | created u64 ms | key_id(16) | wk_id(16)
+    | u8 len + wrapped_sk | u16 len + subject(UTF-8) | u16 len + kek_ref(UTF-8)
+
+Every other value is a UTF-8 JSON object with ``"v": 1`` and a ``"type"`` (rare, read by people too).
+A subject-key value holds the subject key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value
+holds the wrapping key wrapped by a KMS KEK (an EDEK): no value ever holds a plaintext key. A null
+value is a tombstone.
 
 Decoding is strict and never raises anything but :class:`CorruptKeyRecord`, which the key table
 counts and skips. One exception on purpose: an erasure marker whose *value* is unreadable is still
@@ -19,8 +26,6 @@ an erasure marker (its key says so), because a damaged marker must never bring a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import struct
 from dataclasses import dataclass
@@ -44,8 +49,15 @@ LAYOUT_KEY: Final = b"m\x00layout"
 
 #: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
 SK_ALG: Final = "A256GCM-WK1"
+#: One-byte ids of the binary subject-key value (forever once released).
+SK_VALUE_V1: Final = 0x01
+SK_ALG_IDS: Final = {SK_ALG: 0x01}
+_SK_ALG_NAMES: Final = {v: k for k, v in SK_ALG_IDS.items()}
+_SK_HEAD: Final = struct.Struct(">BBQ16s16sB")
 
 _U32: Final = struct.Struct(">I")
+_U16: Final = struct.Struct(">H")
+_DECODER: Final = json.JSONDecoder()
 
 
 def check_subject(subject: str) -> bytes:
@@ -79,7 +91,7 @@ def nudge_message_key(partition: int) -> bytes:
 
 
 # ---------------------------------------------------------------------------- records
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SubjectKeyRecord:
     """A subject key, wrapped by wrapping key ``wk_id``. ``kek_ref`` is the KEK of that WK at creation."""
 
@@ -171,10 +183,6 @@ KeysRecord = (
 
 
 # ---------------------------------------------------------------------------- encoding
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 def _dumps(value: dict[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -182,18 +190,22 @@ def _dumps(value: dict[str, Any]) -> bytes:
 def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
     """The (message key, value) of a record; tombstones have a None value."""
     if isinstance(record, SubjectKeyRecord):
-        value = {
-            "v": VALUE_VERSION,
-            "type": "subject-key",
-            "key_id": record.key_id.hex(),
-            "subject": record.subject,
-            "wk_id": record.wk_id.hex(),
-            "wrapped_sk": _b64(record.wrapped_sk),
-            "alg": record.alg,
-            "created": record.created_ms,
-            "kek_ref": record.kek_ref,
-        }
-        return subject_key_message_key(record.subject, record.key_id), _dumps(value)
+        subject = check_subject(record.subject)
+        kek_ref = record.kek_ref.encode("utf-8")
+        packed = b"".join(
+            (
+                _SK_HEAD.pack(
+                    SK_VALUE_V1, SK_ALG_IDS[record.alg], record.created_ms, record.key_id, record.wk_id,
+                    len(record.wrapped_sk),
+                ),
+                record.wrapped_sk,
+                _U16.pack(len(subject)),
+                subject,
+                _U16.pack(len(kek_ref)),
+                kek_ref,
+            )
+        )  # fmt: skip
+        return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", record.key_id)), packed
     if isinstance(record, SubjectKeyTombstone):
         return subject_key_message_key(record.subject, record.key_id), None
     if isinstance(record, WrappingKeyRecord):
@@ -238,7 +250,7 @@ def _subject(raw: bytes, what: str) -> str:
 
 def _load(value: bytes, expected_type: str) -> dict[str, Any]:
     try:
-        document = json.loads(value.decode("utf-8"))
+        document = _DECODER.decode(value.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise CorruptKeyRecord(f"{expected_type} value of {len(value)} bytes is not UTF-8 JSON") from None
     if not isinstance(document, dict):
@@ -328,25 +340,33 @@ def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | S
     key_id = key[-KEY_ID_SIZE:]
     if value is None:
         return SubjectKeyTombstone(subject, key_id)
-    document = _load(value, "subject-key")
-    if _hex_id(document, "key_id", KEY_ID_SIZE) != key_id or document.get("subject") != subject:
-        raise CorruptKeyRecord("subject-key value names another subject or key id than its message key")
-    alg = _str(document, "alg")
-    if alg != SK_ALG:
-        raise CorruptKeyRecord(f"subject key algorithm {alg!r} is unknown (this strongroom knows {SK_ALG!r})")
+    # Hot path of every key table's catch-up: one struct call, then lengths checked against the size.
+    if not value or value[0] != SK_VALUE_V1:
+        version = f"0x{value[0]:02x}" if value else "an empty value"
+        raise CorruptKeyRecord(
+            f"subject-key value has version {version}; this strongroom reads version 0x01",
+            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
+        )
+    size = len(value)
     try:
-        wrapped = base64.b64decode(_str(document, "wrapped_sk"), validate=True)
-    except (binascii.Error, ValueError):
-        raise CorruptKeyRecord("field 'wrapped_sk' is not base64") from None
-    return SubjectKeyRecord(
-        subject=subject,
-        key_id=key_id,
-        wk_id=_hex_id(document, "wk_id", WK_ID_SIZE),
-        wrapped_sk=wrapped,
-        created_ms=_int(document, "created"),
-        kek_ref=_str(document, "kek_ref"),
-        alg=alg,
-    )
+        _, alg_id, created, value_key_id, wk_id, wrapped_len = _SK_HEAD.unpack_from(value)
+        pos = _SK_HEAD.size + wrapped_len
+        wrapped = value[_SK_HEAD.size : pos]
+        (subject_len,) = _U16.unpack_from(value, pos)
+        value_subject = value[pos + 2 : pos + 2 + subject_len]
+        pos += 2 + subject_len
+        (kek_len,) = _U16.unpack_from(value, pos)
+        kek_ref = value[pos + 2 : pos + 2 + kek_len].decode("utf-8")
+    except (struct.error, UnicodeDecodeError):
+        raise CorruptKeyRecord(f"subject-key value of {size} bytes is truncated or garbled") from None
+    if pos + 2 + kek_len != size or len(wrapped) != wrapped_len:
+        raise CorruptKeyRecord(f"subject-key value of {size} bytes has inconsistent lengths")
+    if value_key_id != key_id or value_subject != key[2 : -KEY_ID_SIZE - 1]:
+        raise CorruptKeyRecord("subject-key value names another subject or key id than its message key")
+    alg = _SK_ALG_NAMES.get(alg_id)
+    if alg is None:
+        raise CorruptKeyRecord(f"subject key algorithm id 0x{alg_id:02x} is unknown")
+    return SubjectKeyRecord(subject, key_id, wk_id, wrapped, created, kek_ref, alg)
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

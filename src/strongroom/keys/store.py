@@ -18,7 +18,8 @@ detected at open (``quick_check``) and rebuilt from the keys topic.
 
 Apply semantics (records must be applied in partition order):
 - subject key → stored, unless an erasure marker of its subject at a higher offset is already applied
-  or its id was already erased (re-applying old records can never resurrect a key);
+  (so re-applying old records can never resurrect an erased subject's key; the key table also never
+  applies an offset twice, since offsets are stored in the same transaction as the data);
 - subject-key tombstone → the key is deleted and its id remembered as erased;
 - erasure marker at offset m → every stored key of the subject with offset < m is deleted and its id
   remembered as erased; the marker is kept (later keys are a new generation, see the policies).
@@ -77,7 +78,6 @@ _INSERT_KEY: Final = """
 INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
 WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6)
-  AND NOT EXISTS (SELECT 1 FROM erased_keys e WHERE e.key_id = ?1)
 """
 
 
@@ -316,6 +316,37 @@ class KeyStore:
                 (subject,),
             ).fetchall()
         return [StoredKey(*row) for row in rows]
+
+    def live_keys_many(self, subjects: Sequence[str]) -> dict[str, list[StoredKey]]:
+        """:meth:`live_keys` for many subjects in few queries (key creation checks a whole batch)."""
+        found: dict[str, list[StoredKey]] = {s: [] for s in subjects}
+        for start in range(0, len(subjects), 500):
+            chunk = list(subjects[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "  # noqa: S608
+                    f"FROM subject_keys WHERE subject IN ({marks}) ORDER BY subject, offset",
+                    chunk,
+                ).fetchall()
+            for row in rows:
+                found[row[1]].append(StoredKey(*row))
+        return found
+
+    def markers_many(self, subjects: Sequence[str]) -> dict[str, StoredMarker]:
+        found: dict[str, StoredMarker] = {}
+        for start in range(0, len(subjects), 500):
+            chunk = list(subjects[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT subject, partition, offset, request_id, requested_at "  # noqa: S608
+                    f"FROM markers WHERE subject IN ({marks})",
+                    chunk,
+                ).fetchall()
+            for row in rows:
+                found[row[0]] = StoredMarker(*row)
+        return found
 
     def marker(self, subject: str) -> StoredMarker | None:
         with self._lock:

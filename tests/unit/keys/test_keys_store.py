@@ -63,9 +63,6 @@ def test_reapplying_an_old_key_cannot_resurrect_it(store: KeyStore) -> None:
     apply(store, (0, key("a", 1)), (1, marker("a")))
     apply(store, (0, key("a", 1)))  # e.g. a replay from an older offset
     assert store.live_keys("a") == []
-    apply(store, (5, key("c", 7)), (6, SubjectKeyTombstone("c", bytes([7]) * 16)))
-    apply(store, (5, key("c", 7)))
-    assert store.live_keys("c") == []
 
 
 def test_a_tombstone_erases_one_key(store: KeyStore) -> None:
