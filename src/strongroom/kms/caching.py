@@ -7,6 +7,15 @@ KMS keeps working in a running process. The cache is bounded (least recently use
 first) and lives only in this process's memory — it is never written anywhere and never logged.
 Call :meth:`invalidate` / :meth:`invalidate_kek` / :meth:`clear` after erasure or KEK changes.
 
+Lost keys are remembered too, briefly: a :class:`~strongroom.kms.errors.KekNotFound` (deleted,
+pending deletion, soft-deleted) or :class:`~strongroom.kms.errors.KekDisabled` answer for an EDEK is
+replayed from memory for ``negative_ttl_seconds`` (default 30 s) and then asked again. A reader that
+retries a record whose KEK is gone therefore costs the KMS one call per EDEK per TTL, not one per
+attempt — and once the KEK is back (deletion cancelled, soft-delete restored, key re-enabled), every
+running reader opens the record again within ``negative_ttl_seconds``, without a restart (the
+Kroxylicious proxy has to be restarted). :meth:`invalidate_kek` heals at once. Transient failures
+(``KmsUnavailable``) are never remembered.
+
 Concurrent misses for the same EDEK may each call the KMS once; that is accepted for simplicity.
 """
 
@@ -20,7 +29,17 @@ from typing import Generic, TypeVar
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import DekPair, Edek, Kms
+from strongroom.kms.errors import KekDisabled, KekNotFound
 from strongroom.kms.wrapper import KmsWrapper
+
+#: Answers that mean "this KEK cannot open data now" and may be replayed for a short while.
+_LOST_ANSWERS = (KekNotFound, KekDisabled)
+
+
+def _replay(error: KmsError) -> KmsError:
+    """A fresh exception with the remembered answer (never re-raise one object: tracebacks pile up)."""
+    return type(error)(error.problem, hint=error.hint)
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -78,7 +97,7 @@ class TtlLru(Generic[K, V]):
 
 
 class CachingKms(KmsWrapper):
-    """Caches unwrapped DEKs by serialized EDEK, and alias → KEK id resolutions."""
+    """Caches unwrapped DEKs by serialized EDEK, alias → KEK id resolutions, and (briefly) lost-key answers."""
 
     def __init__(
         self,
@@ -87,11 +106,19 @@ class CachingKms(KmsWrapper):
         max_entries: int = 10_000,
         ttl_seconds: float = 3600.0,
         alias_ttl_seconds: float = 300.0,
+        negative_ttl_seconds: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(inner)
         self._deks: TtlLru[bytes, bytes] = TtlLru(max_entries, ttl_seconds, clock)
         self._aliases: TtlLru[str, str] = TtlLru(1024, alias_ttl_seconds, clock)
+        if negative_ttl_seconds < 0:
+            raise ValueError("negative_ttl_seconds must be >= 0 (0 turns negative caching off)")
+        #: The bound on how long a restored KEK stays "lost" for this process.
+        self.negative_ttl_seconds = negative_ttl_seconds
+        self._lost: TtlLru[bytes, KmsError] | None = (
+            TtlLru(max_entries, negative_ttl_seconds, clock) if negative_ttl_seconds > 0 else None
+        )
 
     def resolve_alias(self, alias: str) -> str:
         kek_id = self._aliases.get(alias)
@@ -114,13 +141,26 @@ class CachingKms(KmsWrapper):
         key = edek.to_bytes()
         dek = self._deks.get(key)
         if dek is None:
-            dek = self.inner.unwrap(edek)
+            remembered = self._lost.get(key) if self._lost is not None else None
+            if remembered is not None:
+                raise _replay(remembered)
+            try:
+                dek = self.inner.unwrap(edek)
+            except _LOST_ANSWERS as exc:
+                if self._lost is not None:
+                    self._lost.put(key, exc)
+                raise
             self._deks.put(key, dek)
         return dek
 
     def unwrap_many(self, edeks: Sequence[Edek]) -> list[bytes | KmsError]:
         keys = [edek.to_bytes() for edek in edeks]
         results: list[bytes | KmsError | None] = [self._deks.get(key) for key in keys]
+        if self._lost is not None:
+            for i, key in enumerate(keys):
+                remembered = self._lost.get(key) if results[i] is None else None
+                if remembered is not None:
+                    results[i] = _replay(remembered)
         missing = [i for i, result in enumerate(results) if result is None]
         if missing:
             fetched = self.inner.unwrap_many([edeks[i] for i in missing])
@@ -128,16 +168,22 @@ class CachingKms(KmsWrapper):
                 results[index] = outcome
                 if isinstance(outcome, bytes):
                     self._deks.put(keys[index], outcome)
+                elif isinstance(outcome, _LOST_ANSWERS) and self._lost is not None:
+                    self._lost.put(keys[index], outcome)
         return [r if r is not None else KmsError("internal: no result") for r in results]
 
     def invalidate(self, edek: Edek) -> None:
         """Forget one cached DEK."""
         key = edek.to_bytes()
         self._deks.remove_if(lambda cached: cached == key)
+        if self._lost is not None:
+            self._lost.remove_if(lambda cached: cached == key)
 
     def invalidate_kek(self, kek_id: str) -> int:
-        """Forget every cached DEK under ``kek_id`` and every alias resolving to it."""
+        """Forget every cached DEK and lost-key answer under ``kek_id``, and every alias (e.g. after a restore)."""
         removed = self._deks.remove_if(lambda cached: Edek.from_bytes(cached).kek_id == kek_id)
+        if self._lost is not None:
+            removed += self._lost.remove_if(lambda cached: Edek.from_bytes(cached).kek_id == kek_id)
         self._aliases.clear()
         return removed
 
@@ -145,6 +191,8 @@ class CachingKms(KmsWrapper):
         """Forget everything (after an erasure, a KEK incident, or before shutdown)."""
         self._deks.clear()
         self._aliases.clear()
+        if self._lost is not None:
+            self._lost.clear()
 
     def stats(self) -> dict[str, int]:
         """Cache counters: hits, misses, evictions, expirations and current size."""
@@ -157,6 +205,8 @@ class CachingKms(KmsWrapper):
             "size": len(deks),
             "alias_hits": self._aliases.hits,
             "alias_misses": self._aliases.misses,
+            "lost_hits": self._lost.hits if self._lost is not None else 0,
+            "lost_size": len(self._lost) if self._lost is not None else 0,
         }
 
     def close(self) -> None:
