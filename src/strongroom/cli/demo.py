@@ -11,9 +11,9 @@ from strongroom.cli.output import Output
 @click.pass_obj
 def demo(out: Output) -> None:
     """Run the whole strongroom story end to end and print what happened."""
-    from strongroom.demo.chapters import CHAPTERS
+    from strongroom.demo.chapters import all_chapters
     from strongroom.demo.story import run_story
 
-    summary = run_story(out, CHAPTERS)
+    summary = run_story(out, all_chapters())
     if out.name == "json":
         out.result(summary)

@@ -69,7 +69,13 @@ def spark_streaming_summary(ctx: DemoContext) -> dict[str, Any]:
     return {"events_read": total, "by_country": [r.asDict() for r in rows]}
 
 
-CHAPTERS: list[tuple[str, Chapter]] = [
-    ("Produce customer events (PII: name, email, address; non-PII: order totals)", produce_customer_events),
-    ("Read them back with a Spark Structured Streaming query", spark_streaming_summary),
-]
+def all_chapters() -> list[tuple[str, Chapter]]:
+    """The whole story, in order (each area's chapters live in its own demo module)."""
+    from strongroom.demo import doctor, encryption
+
+    return [
+        ("Produce customer events (PII: name, email, address; non-PII: order totals)", produce_customer_events),
+        ("Read them back with a Spark Structured Streaming query", spark_streaming_summary),
+        *encryption.CHAPTERS,
+        *doctor.CHAPTERS,
+    ]

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from strongroom.testing.openbao import OpenBaoServer
 
 EVENTS_TOPIC = "customer-events"
+KEYS_TOPIC = "strongroom-keys"
+SUBJECTS_KEK = "strongroom-subjects"
+#: The demo's keys topic compacts within seconds so the erasure can be verified while you watch.
+DEMO_KEYS_TOPIC_CONFIG = {
+    "segment.ms": "3000",
+    "max.compaction.lag.ms": "3000",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "600000",
+}
 
 
 @dataclass
@@ -33,6 +42,8 @@ class DemoContext:
     cluster: KafkaCluster
     openbao: OpenBaoServer
     spark_factory: Callable[[], SparkSession]
+    kms_config: dict[str, Any] = field(default_factory=dict)
+    keys_topic: str = KEYS_TOPIC
     facts: dict[str, Any] = field(default_factory=dict)
     _spark: SparkSession | None = None
 
@@ -54,6 +65,11 @@ Chapter = Callable[[DemoContext], dict[str, Any]]
 
 @contextmanager
 def demo_stack(out: Output) -> Iterator[DemoContext]:
+    from strongroom.kafka.config import ClientConfig
+    from strongroom.keys.topic import create_keys_topic
+    from strongroom.kms.admin.local import LocalKekAdmin
+    from strongroom.kms.local import LocalKms
+    from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
     from strongroom.spark.session import build_spark_session
     from strongroom.testing.kafka_cluster import KafkaCluster
     from strongroom.testing.openbao import OpenBaoServer
@@ -66,14 +82,21 @@ def demo_stack(out: Output) -> Iterator[DemoContext]:
         t0 = time.monotonic()
         cluster.start()
         bao.start()
+        keyring = workdir / "local-kms.json"
+        LocalKekAdmin(LocalKms.from_config({"path": str(keyring), "create": True})).create_kek(SUBJECTS_KEK)
+        create_keys_topic(ClientConfig(cluster.bootstrap_servers), KEYS_TOPIC, config_overrides=DEMO_KEYS_TOPIC_CONFIG)
         ctx = DemoContext(
             out=out,
             workdir=workdir,
             cluster=cluster,
             openbao=bao,
-            spark_factory=lambda: build_spark_session(app_name="strongroom-demo"),
+            spark_factory=lambda: build_spark_session(app_name="strongroom-demo", conf=PIPELINE_SPARK_CONF),
+            kms_config={"provider": "local", "path": str(keyring)},
         )
-        ctx.say(f"    Kafka {cluster.bootstrap_servers} and OpenBao {bao.address} up in {time.monotonic() - t0:.1f}s")
+        ctx.say(
+            f"    Kafka {cluster.bootstrap_servers}, OpenBao {bao.address} and the local KMS keyring "
+            f"(KEK {SUBJECTS_KEK!r}) up in {time.monotonic() - t0:.1f}s"
+        )
         yield ctx
     finally:
         if ctx is not None and ctx._spark is not None:
@@ -85,7 +108,7 @@ def demo_stack(out: Output) -> Iterator[DemoContext]:
 def run_story(out: Output, chapters: list[tuple[str, Chapter]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"chapters": []}
     print_ = print if out.name == "text" else out.note
-    print_("==> Starting the embedded local stack (1 Kafka broker, OpenBao with Transit)")
+    print_("==> Starting the embedded local stack (1 Kafka broker, OpenBao with Transit, local KMS keyring)")
     with demo_stack(out) as ctx:
         for number, (title, chapter) in enumerate(chapters, start=1):
             print_(f"\n==> {number}. {title}")
