@@ -1,0 +1,474 @@
+"""The encrypting producer: produce plaintext, Kafka receives exactly what the Spark encrypt pipeline writes.
+
+``EncryptingProducer.produce("customer-events", value, key=...)`` applies the rule for
+``customer-events`` (the same :class:`~strongroom.rules.EncryptionRules` a Spark pipeline uses) and
+produces the sealed record to the rule's output topic (``customer-events.enc``), bound to that topic
+and the record's subject, with the ``strongroom.enc`` marker header first and the caller's headers,
+key and timestamp unchanged. Tombstones pass through unencrypted so compaction keeps working.
+
+Keys: each subject's key comes from :class:`~strongroom.keys.KeyManager`, which makes a new key
+durable in the keys topic **before** returning it — so no record can reach Kafka ahead of its key.
+A small local cache (subject → key, bounded, with a TTL, flushed whenever the key table applies an
+erasure marker) keeps the hot path off the key table; :meth:`EncryptingProducer.produce_batch` asks
+the key manager once for all uncached subjects of a batch (one flush of the keys topic per batch).
+
+A record that cannot be encrypted (no subject, not a JSON object in field mode, too large for the
+output topic) is never sent in plaintext: ``produce`` raises :class:`RecordRejected` naming the topic,
+a fingerprint of the key and the reason — or, when the rule says ``on_reject: dead-letter`` and a
+dead-letter topic is configured, the record goes there unchanged with a
+``strongroom.dead-letter.reason`` header. A batch is checked completely before any record is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from confluent_kafka import Producer
+
+from strongroom.errors import EnvelopeError
+from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.errors import ClientClosed, DeliveryFailed, RecordRejected
+from strongroom.kafka.records import (
+    DEAD_LETTER_REASON,
+    DEAD_LETTER_SOURCE,
+    Header,
+    HeadersIn,
+    NoSubject,
+    key_fingerprint,
+    normalize_headers,
+)
+from strongroom.kafka.sealing import RuleCodec
+from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
+from strongroom.kms.errors import KmsUnavailable
+from strongroom.rules import EncryptionRules
+
+log = logging.getLogger(__name__)
+
+DeliveryCallback = Callable[[Any, Any], None]
+
+_MAX_DELIVERY_ERRORS: Final = 20
+#: Default ``transaction.timeout.ms`` of a transactional producer (the Spark exactly-once sink uses the same).
+TRANSACTION_TIMEOUT_MS: Final = 600_000
+
+
+class ProduceOutcome(StrEnum):
+    """What :meth:`EncryptingProducer.produce` did with a record."""
+
+    ENCRYPTED = "encrypted"
+    #: A tombstone (null value): produced to the output topic unencrypted, headers unchanged.
+    PASSTHROUGH = "passthrough"
+    #: The subject is erased and the key manager's post-erasure policy is ``drop``.
+    DROPPED = "dropped"
+    #: Rejected and sent, unchanged, to the dead-letter topic.
+    DEAD_LETTERED = "dead-lettered"
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    """One record for :meth:`EncryptingProducer.produce_batch` (the arguments of ``produce``)."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: HeadersIn = None
+    timestamp: int | None = None
+    partition: int | None = None
+    on_delivery: DeliveryCallback | None = None
+
+
+@dataclass
+class _Plan:
+    """A record after checking and sealing, before it is handed to librdkafka."""
+
+    index: int
+    record: ProducerRecord
+    headers: list[Header]
+    out_topic: str
+    codec: RuleCodec | None = None
+    subject: str | None = None
+    outcome: ProduceOutcome = ProduceOutcome.ENCRYPTED
+    value: bytes | None = None
+    reason: str | None = None
+
+
+class EncryptingProducer:
+    """A confluent-kafka producer that encrypts per topic rule. Thread-safe like the producer it wraps.
+
+    ``key_manager`` is the caller's (share one per process); :meth:`close` does not close it.
+    ``transactional_id`` turns on Kafka transactions (:meth:`begin_transaction` / :meth:`commit_transaction`);
+    keys are durable before any record of the transaction is even produced.
+    """
+
+    def __init__(
+        self,
+        client_config: ClientConfig,
+        rules: EncryptionRules,
+        key_manager: KeyManager,
+        *,
+        producer_overrides: Mapping[str, Any] | None = None,
+        dead_letter_topic: str | None = None,
+        transactional_id: str | None = None,
+        create_topics: bool = True,
+        key_cache_size: int = 10_000,
+        key_cache_ttl_s: float = 30.0,
+        kms_outage_wait_s: float = 60.0,
+    ) -> None:
+        self.client_config = client_config
+        self.rules = rules
+        self.keys = key_manager
+        self.dead_letter_topic = dead_letter_topic
+        self.transactional_id = transactional_id
+        self.kms_outage_wait_s = kms_outage_wait_s
+        conf = client_config.producer(producer_overrides)
+        if transactional_id is not None:
+            conf["transactional.id"] = transactional_id
+            # librdkafka needs socket.timeout.ms <= transaction.timeout.ms + 100; the resilient socket
+            # timeout is 90 s, so transactions get the same long timeout as the Spark sink's.
+            conf.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+        self.config = conf
+        max_bytes = int(conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES))
+        self._topics = TopicLimits(client_config, create=create_topics, producer_max_bytes=max_bytes)
+        self._producer = Producer(conf)
+        self._codecs: dict[str, tuple[RuleCodec, str]] = {}
+        self._cache = _KeyCache(key_cache_size, key_cache_ttl_s)
+        self._markers_seen = self._markers_applied()
+        self._lock = threading.Lock()
+        self._delivery_errors: list[str] = []
+        self._closed = False
+        self.counters: dict[str, int] = {
+            "encrypted": 0,
+            "passthrough": 0,
+            "dropped": 0,
+            "dead_lettered": 0,
+            "rejected": 0,
+            "delivered": 0,
+            "delivery_failed": 0,
+            "key_batches": 0,
+            "key_cache_hits": 0,
+            "key_cache_misses": 0,
+        }
+        if transactional_id is not None:
+            self._producer.init_transactions()
+
+    # ------------------------------------------------------------------ producing
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: HeadersIn = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+        partition: int | None = None,
+    ) -> ProduceOutcome:
+        """Encrypt one record per the rule for ``topic`` and produce it to the rule's output topic."""
+        record = ProducerRecord(topic, value, key, headers, timestamp, partition, on_delivery)
+        return self.produce_batch([record])[0]
+
+    def produce_batch(self, records: Iterable[ProducerRecord]) -> list[ProduceOutcome]:
+        """Encrypt and produce many records: one key-manager call for every new subject among them.
+
+        Every record is checked and sealed first; if one is rejected (and not dead-lettered) nothing of
+        the batch is produced and :class:`RecordRejected` names it.
+        """
+        self._check_open()
+        plans = self._plan(list(records))
+        for plan in plans:
+            self._send(plan)
+        self._producer.poll(0)
+        return [plan.outcome for plan in plans]
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery callbacks (as confluent-kafka's ``Producer.poll``)."""
+        return int(self._producer.poll(timeout))
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for every record to be delivered; the number still in the queue when ``timeout`` ran out.
+
+        Raises :class:`DeliveryFailed` when records without an ``on_delivery`` callback failed.
+        """
+        remaining = int(self._producer.flush(-1 if timeout is None else timeout))
+        self._raise_delivery_errors()
+        return remaining
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush and release the producer (the key manager stays open: it is the caller's)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._producer.flush(timeout)
+        finally:
+            self._producer = None  # type: ignore[assignment]
+        self._raise_delivery_errors()
+
+    def __enter__(self) -> EncryptingProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transactions
+    def begin_transaction(self) -> None:
+        self._check_open()
+        self._producer.begin_transaction()
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Commit (flushes first); :class:`DeliveryFailed` if a record of it could not be delivered."""
+        self._check_open()
+        self._producer.flush(-1 if timeout is None else timeout)
+        self._raise_delivery_errors()
+        self._producer.commit_transaction(*(() if timeout is None else (timeout,)))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._check_open()
+        self._producer.abort_transaction(*(() if timeout is None else (timeout,)))
+        with self._lock:
+            self._delivery_errors.clear()
+
+    def send_offsets_to_transaction(
+        self, offsets: Sequence[Any], group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        """Consume-transform-produce: commit the input offsets with the encrypted output."""
+        self._check_open()
+        self._producer.send_offsets_to_transaction(
+            list(offsets), group_metadata, *(() if timeout is None else (timeout,))
+        )
+
+    # ------------------------------------------------------------------ observability
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            counters = dict(self.counters)
+        return {**counters, "key_cache_size": len(self._cache), "key_manager": self.keys.stats()}
+
+    # ------------------------------------------------------------------ internals
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the encrypting producer is closed")
+
+    def _codec_for(self, topic: str) -> tuple[RuleCodec, str]:
+        entry = self._codecs.get(topic)
+        if entry is None:
+            rule = self.rules.rule_for(topic)  # ConfigError naming the topic when no rule matches
+            entry = self._codecs[topic] = (RuleCodec(rule), rule.output_for(topic))
+        return entry
+
+    def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:
+        plans: list[_Plan] = []
+        wanted: list[str] = []
+        for index, record in enumerate(records):
+            codec, out_topic = self._codec_for(record.topic)
+            plan = _Plan(index, record, normalize_headers(record.headers), out_topic, codec)
+            plans.append(plan)
+            if record.value is None:
+                plan.outcome = ProduceOutcome.PASSTHROUGH
+                continue
+            subject = codec.subject(record.key, record.value, plan.headers)
+            if isinstance(subject, NoSubject):
+                plan.reason = subject.reason
+            else:
+                plan.subject = subject
+                wanted.append(subject)
+        keys = self._keys_for(wanted) if wanted else {}
+        for plan in plans:
+            if plan.outcome is ProduceOutcome.ENCRYPTED and plan.reason is None:
+                self._seal(plan, keys[plan.subject or ""])
+        rejected = [p for p in plans if p.reason is not None]
+        if rejected:
+            self._divert(rejected, len(plans))
+        return plans
+
+    def _seal(self, plan: _Plan, decided: KeyOrDecision) -> None:
+        assert plan.codec is not None
+        assert plan.subject is not None
+        assert plan.record.value is not None
+        if isinstance(decided, PolicyDecision):
+            if decided.drop or decided.key is None:
+                plan.outcome = ProduceOutcome.DROPPED
+                return
+            key = decided.key  # never stored: readable by nobody, as the post-erasure policy intends
+        else:
+            key = decided
+        value = plan.record.value
+        limit = self._topics.max_value_bytes(plan.out_topic, plan.record.topic)
+        if len(value) > limit:
+            plan.reason = f"value too large to encrypt (> {limit} bytes)"
+            return
+        try:
+            sealed = plan.codec.seal_value(value, plan.out_topic, plan.subject, key.key_id, key.key)
+        except EnvelopeError as exc:
+            mode = " (field mode)" if plan.codec.rule.mode == "fields" else ""
+            plan.reason = f"{exc.problem}{mode}"
+            return
+        if len(sealed) > limit:
+            plan.reason = (
+                f"encrypted value would be {len(sealed)} bytes, above the output topic's limit of {limit} bytes"
+            )
+            return
+        plan.value = sealed
+        plan.headers = plan.codec.sealed_headers(plan.headers)
+
+    def _divert(self, rejected: list[_Plan], batch_size: int) -> None:
+        """Dead-letter the rejected records the rules allow to, or raise for the first that must fail."""
+        for plan in rejected:
+            assert plan.codec is not None
+            assert plan.reason is not None
+            if plan.codec.rule.on_reject == "dead-letter" and self.dead_letter_topic:
+                continue
+            with self._lock:
+                self.counters["rejected"] += 1
+            where = "" if batch_size == 1 else f" (record {plan.index + 1} of a batch of {batch_size}; none was produced)"
+            hint = None
+            if plan.codec.rule.on_reject == "dead-letter":
+                hint = "the rule says dead-letter but the producer has no dead_letter_topic: pass one"
+            raise RecordRejected(
+                f"cannot encrypt record for topic {plan.record.topic!r} ({key_fingerprint(plan.record.key)})"
+                f"{where}: {plan.reason}",
+                topic=plan.record.topic,
+                reason=plan.reason,
+                hint=hint,
+            )
+        assert self.dead_letter_topic is not None
+        self._topics.max_value_bytes(self.dead_letter_topic, None)  # exists (or is created) before use
+        for plan in rejected:
+            assert plan.reason is not None
+            plan.outcome = ProduceOutcome.DEAD_LETTERED
+            plan.out_topic = self.dead_letter_topic
+            plan.value = plan.record.value
+            plan.headers = [
+                *plan.headers,
+                (DEAD_LETTER_REASON, plan.reason.encode("utf-8")),
+                (DEAD_LETTER_SOURCE, plan.record.topic.encode("utf-8")),
+            ]
+
+    def _send(self, plan: _Plan) -> None:
+        record = plan.record
+        with self._lock:
+            self.counters[plan.outcome.value.replace("-", "_")] += 1
+        if plan.outcome is ProduceOutcome.DROPPED:
+            return
+        kwargs: dict[str, Any] = {"key": record.key, "on_delivery": self._delivery_callback(record.on_delivery)}
+        kwargs["value"] = record.value if plan.outcome is ProduceOutcome.PASSTHROUGH else plan.value
+        if plan.headers:
+            kwargs["headers"] = plan.headers
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        while True:
+            try:
+                self._producer.produce(plan.out_topic, **kwargs)
+                return
+            except BufferError:  # librdkafka's local queue is full: serve deliveries, then retry
+                self._producer.poll(0.05)
+
+    def _delivery_callback(self, user: DeliveryCallback | None) -> DeliveryCallback:
+        def delivered(err: Any, msg: Any) -> None:
+            with self._lock:
+                if err is None:
+                    self.counters["delivered"] += 1
+                else:
+                    self.counters["delivery_failed"] += 1
+                    if user is None and len(self._delivery_errors) < _MAX_DELIVERY_ERRORS:
+                        self._delivery_errors.append(f"{msg.topic()}: {err}")
+            if user is not None:
+                user(err, msg)
+
+        return delivered
+
+    def _raise_delivery_errors(self) -> None:
+        with self._lock:
+            errors, self._delivery_errors = self._delivery_errors, []
+        if errors:
+            raise DeliveryFailed(
+                f"{len(errors)}{'+' if len(errors) >= _MAX_DELIVERY_ERRORS else ''} records could not be "
+                f"delivered; first: {errors[0]}"
+            )
+
+    # ------------------------------------------------------------------ keys
+    def _markers_applied(self) -> int:
+        table = getattr(self.keys, "table", None)
+        counters = getattr(table, "stats_counters", None) or {}
+        return int(counters.get("markers", 0))
+
+    def _keys_for(self, subjects: list[str]) -> dict[str, KeyOrDecision]:
+        markers = self._markers_applied()
+        if markers != self._markers_seen:  # an erasure reached our key table: forget every cached key
+            self._markers_seen = markers
+            self._cache.clear()
+        found, missing = self._cache.lookup(dict.fromkeys(subjects))
+        with self._lock:
+            self.counters["key_cache_hits"] += len(found)
+            self.counters["key_cache_misses"] += len(missing)
+        if missing:
+            fetched = self._get_or_create(missing)
+            self._cache.store(fetched)
+            found.update(fetched)
+        return found
+
+    def _get_or_create(self, subjects: list[str]) -> dict[str, KeyOrDecision]:
+        """One key-manager round for the subjects; a KMS outage is retried with backoff for a while."""
+        deadline = time.monotonic() + self.kms_outage_wait_s
+        delay = 0.25
+        while True:
+            try:
+                with self._lock:
+                    self.counters["key_batches"] += 1
+                return self.keys.get_or_create(subjects)
+            except KmsUnavailable as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("KMS unavailable while creating subject keys (%s); retrying in %.1fs", exc.problem, delay)
+                time.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 5.0)
+
+
+class _KeyCache:
+    """subject → (key or post-erasure decision, expiry); LRU-bounded. Thread-safe."""
+
+    def __init__(self, capacity: int, ttl_s: float) -> None:
+        self.capacity = max(0, capacity)
+        self.ttl_s = ttl_s
+        self._entries: OrderedDict[str, tuple[KeyOrDecision, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, subjects: Iterable[str]) -> tuple[dict[str, KeyOrDecision], list[str]]:
+        now = time.monotonic()
+        found: dict[str, KeyOrDecision] = {}
+        missing: list[str] = []
+        with self._lock:
+            for subject in subjects:
+                entry = self._entries.get(subject)
+                if entry is not None and entry[1] > now:
+                    self._entries.move_to_end(subject)
+                    found[subject] = entry[0]
+                else:
+                    missing.append(subject)
+        return found, missing
+
+    def store(self, keys: Mapping[str, KeyOrDecision]) -> None:
+        if not self.capacity:
+            return
+        expiry = time.monotonic() + self.ttl_s
+        with self._lock:
+            for subject, key in keys.items():
+                self._entries[subject] = (key, expiry)
+                self._entries.move_to_end(subject)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

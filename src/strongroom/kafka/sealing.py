@@ -1,0 +1,227 @@
+"""Sealing and opening one Kafka record under a topic rule: the pure core of the producer and consumer.
+
+No I/O here: keys come in as bytes (producer) or through a lookup callable (consumer), so the wire
+conventions can be tested without a broker. The decisions mirror :mod:`strongroom.spark.transforms`:
+
+* sealing binds the **output** topic (the topic the ciphertext lives in) and the subject, puts the
+  ``strongroom.enc`` marker first, leaves other headers as they are; tombstones are never sealed;
+* opening treats a record as encrypted when it carries the marker, or — without it — when its value
+  looks like an envelope (whole value: the SUBJECT_KEY prefix; fields: an ``sr1:`` string), exactly
+  as the Spark decrypt pipeline does; a marker for the other mode is a failure, not a guess.
+
+Opening never returns partial plaintext and never confuses its outcomes: not-arrived-yet
+(:class:`Pending`), erased (:class:`Erased`, or null fields), KMS unreachable (:class:`KmsDown`, to
+wait out) and everything else that stops a record (:class:`Failed`, with the reason and the KEK).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from strongroom.envelope.aad import RecordContext
+from strongroom.envelope.codec import decrypt_value, seal
+from strongroom.envelope.errors import SubjectErased
+from strongroom.envelope.header import find_marker, marker_header
+from strongroom.envelope.ids import FIELD_PREFIX, NONCE_SIZE, SUBJECT_KEY_ID_SIZE, TAG_SIZE, ValueMode
+from strongroom.envelope.json_fields import decrypt_json_fields, encrypt_json_fields
+from strongroom.envelope.jsonpath import FieldRules
+from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
+from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, StrongroomError
+from strongroom.kafka.records import Header, NoSubject, subject_of, with_marker, without_marker
+from strongroom.keys.errors import KeyTableClosed
+from strongroom.kms.errors import KmsUnavailable
+from strongroom.rules import TopicRule
+
+#: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts (Spark checks the same).
+SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
+_MIN_SUBJECT_ENVELOPE: Final = len(SUBJECT_KEY_PREFIX) + SUBJECT_KEY_ID_SIZE + 1 + NONCE_SIZE + TAG_SIZE
+_FIELD_MARK: Final = ('"' + FIELD_PREFIX).encode("ascii")
+_MAX_REFS: Final = 65_536
+
+
+class RuleCodec:
+    """Seals and opens the records of one rule (holds the compiled field paths and the marker header)."""
+
+    def __init__(self, rule: TopicRule) -> None:
+        self.rule = rule
+        self.mode = ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE
+        self.fields = FieldRules(rule.fields) if rule.mode == "fields" else None
+        self.marker: Header = marker_header(self.mode)
+        self.profile = rule.profile
+        self._refs: dict[bytes, SubjectKeyRef] = {}
+
+    # ------------------------------------------------------------------ producer side
+    def subject(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> str | NoSubject:
+        return subject_of(self.rule, key, value, headers)
+
+    def seal_value(self, value: bytes, out_topic: str, subject: str, key_id: bytes, dek: bytes) -> bytes:
+        """The encrypted value bound to ``out_topic`` and ``subject``; :class:`EnvelopeError` if it cannot be."""
+        ref = self._ref(key_id)
+        ctx = RecordContext(out_topic, subject.encode("utf-8"), self.profile)
+        if self.fields is None:
+            return seal(value, dek, ref, ctx)
+        return encrypt_json_fields(value, self.fields, dek, ref, ctx)
+
+    def sealed_headers(self, headers: list[Header]) -> list[Header]:
+        return with_marker(headers, self.marker)
+
+    def _ref(self, key_id: bytes) -> SubjectKeyRef:
+        ref = self._refs.get(key_id)
+        if ref is None:
+            if len(self._refs) >= _MAX_REFS:
+                self._refs.clear()
+            ref = self._refs[key_id] = SubjectKeyRef(key_id)
+        return ref
+
+    # ------------------------------------------------------------------ consumer side
+    def open(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[Header],
+        bound_topic: str,
+        lookup: SubjectKeyLookup,
+    ) -> Outcome:
+        """Open one record read from a topic whose ciphertext is bound to ``bound_topic``."""
+        if value is None:
+            return Passthrough()
+        try:
+            marker = find_marker(headers)
+        except EnvelopeError as exc:
+            return Failed(_describe(exc), exc)
+        if marker is None:
+            if not self._looks_encrypted(value):
+                return Passthrough()
+        elif marker.mode != self.mode:
+            problem = (
+                f"record is marked {marker.mode.name.lower().replace('_', '-')} but the rule for this topic "
+                f"is mode {self.rule.mode!r}"
+            )
+            return Failed(problem, None)
+        subject = self.subject(key, value, headers)
+        if isinstance(subject, NoSubject):
+            return Failed(f"cannot find the subject to decrypt with: {subject.reason}", None)
+        keys = _RecordKeys(lookup, subject)
+        ctx = RecordContext(bound_topic, subject.encode("utf-8"))
+        try:
+            if self.fields is None:
+                plain = decrypt_value(value, keys, ctx)
+            else:
+                plain = decrypt_json_fields(value, keys, ctx, on_erased="null", expect_encrypted=self.fields)
+        except _KeyPending as pending:
+            return Pending(pending.key_ref, subject)
+        except SubjectErased:
+            return Erased(subject)
+        except KmsUnavailable as exc:
+            return KmsDown(exc, keys.last_ref)
+        except (KeyTableClosed, ConfigError):
+            raise  # not about this record: the reader itself is broken or misconfigured
+        except (EnvelopeError, KmsError, KeysError) as exc:
+            return Failed(_describe(exc), exc, keys.last_ref)
+        return Opened(plain, without_marker(headers), subject, keys.erased)
+
+    def _looks_encrypted(self, value: bytes) -> bool:
+        if self.fields is None:
+            return value[:4] == SUBJECT_KEY_PREFIX and len(value) >= _MIN_SUBJECT_ENVELOPE
+        return _FIELD_MARK in value
+
+
+def _describe(exc: StrongroomError) -> str:
+    return f"{type(exc).__name__}: {exc.problem}"
+
+
+#: Given a subject key reference and the record's subject: the key, None if it has not arrived yet;
+#: raises :class:`SubjectErased` if it was erased, KMS/keys errors if it cannot be unwrapped.
+#: :meth:`strongroom.keys.KeyTable.lookup` has exactly this contract.
+SubjectKeyLookup = Callable[[SubjectKeyRef, str], "bytes | None"]
+
+
+class _KeyPending(Exception):
+    def __init__(self, key_ref: SubjectKeyRef) -> None:
+        super().__init__(key_ref.key_id.hex())
+        self.key_ref = key_ref
+
+
+class _RecordKeys:
+    """The envelope's ``KeyLookup`` for one record: erased → None, not arrived → :class:`_KeyPending`."""
+
+    __slots__ = ("erased", "last_ref", "lookup", "subject")
+
+    def __init__(self, lookup: SubjectKeyLookup, subject: str) -> None:
+        self.lookup = lookup
+        self.subject = subject
+        self.erased = False
+        self.last_ref: SubjectKeyRef | None = None
+
+    def __call__(self, key_ref: KeyRef) -> bytes | None:
+        if not isinstance(key_ref, SubjectKeyRef):
+            raise UnsupportedKeyRef(
+                f"the record is sealed with {key_ref!r}, not a per-subject key; the decrypting consumer "
+                "reads subject-key envelopes only"
+            )
+        self.last_ref = key_ref
+        try:
+            key = self.lookup(key_ref, self.subject)
+        except SubjectErased:
+            self.erased = True
+            return None
+        if key is None:
+            raise _KeyPending(key_ref)
+        return key
+
+
+class UnsupportedKeyRef(EnvelopeError):
+    """An envelope whose key reference the consumer cannot resolve (a KMS-wrapped DEK)."""
+
+    default_hint = "read such records with a reader configured for wrapped DEKs, or re-encrypt them"
+
+
+# ------------------------------------------------------------------------------------------ outcomes
+@dataclass(frozen=True)
+class Opened:
+    value: bytes
+    headers: list[Header]
+    subject: str
+    erased_fields: bool
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """Not encrypted (tombstone, or no marker and no envelope): delivered as it is."""
+
+
+@dataclass(frozen=True)
+class Erased:
+    """Whole value of an erased subject: dropped or marked, by policy."""
+
+    subject: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The subject key has not arrived in the key table yet."""
+
+    key_ref: SubjectKeyRef
+    subject: str
+
+
+@dataclass(frozen=True)
+class KmsDown:
+    """The KMS is unreachable: transient, waited out, never reported as a lost key."""
+
+    error: KmsUnavailable
+    key_ref: SubjectKeyRef | None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The record cannot be decrypted (lost or disabled KEK, tampered, unknown format, no subject)."""
+
+    reason: str
+    error: StrongroomError | None
+    key_ref: SubjectKeyRef | None = None
+
+
+Outcome = Opened | Passthrough | Erased | Pending | KmsDown | Failed

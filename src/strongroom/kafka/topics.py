@@ -1,0 +1,89 @@
+"""Output and dead-letter topics of the client library: make sure they exist, know their size limit.
+
+The producer checks every encrypted record against the output topic's ``max.message.bytes`` (minus
+headroom for the record framing and headers, as the Spark pipelines do) *before* producing, so an
+oversized record is rejected with a clear reason instead of failing in librdkafka minutes later.
+Missing topics are created like their source topic (partitions, replication), or with the broker's
+defaults when the plaintext topic does not exist — a producer may be the only writer of ``orders.enc``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Final
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+from strongroom.errors import ConfigError, KafkaError
+from strongroom.kafka.config import ClientConfig
+
+log = logging.getLogger(__name__)
+
+#: Bytes kept free below ``max.message.bytes`` for record framing and headers (same as the pipelines).
+RECORD_HEADROOM: Final = 1024
+#: librdkafka's own default ``message.max.bytes``.
+RDKAFKA_MESSAGE_MAX_BYTES: Final = 1_000_000
+
+
+class TopicLimits:
+    """Creates missing topics (when allowed) and caches each topic's usable value size. Thread-safe."""
+
+    def __init__(self, client: ClientConfig, *, create: bool, producer_max_bytes: int, timeout: float = 30.0) -> None:
+        self.admin = AdminClient(client.admin())
+        self.create = create
+        self.producer_max_bytes = producer_max_bytes
+        self.timeout = timeout
+        self._limits: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def max_value_bytes(self, topic: str, source: str | None = None) -> int:
+        """The largest value that may go to ``topic`` (creating it first, like ``source``, if allowed)."""
+        limit = self._limits.get(topic)
+        if limit is not None:
+            return limit
+        with self._lock:
+            if topic not in self._limits:
+                self._ensure(topic, source)
+                topic_max = self._topic_max_message_bytes(topic)
+                self._limits[topic] = min(topic_max, self.producer_max_bytes) - RECORD_HEADROOM
+            return self._limits[topic]
+
+    def _ensure(self, topic: str, source: str | None) -> None:
+        metadata = self._metadata()
+        if topic in metadata.topics and metadata.topics[topic].error is None:
+            return
+        if not self.create:
+            raise ConfigError(
+                f"topic {topic!r} does not exist",
+                hint="create it (same partitions as its source topic), or let the client create it (create_topics)",
+            )
+        src = metadata.topics.get(source) if source else None
+        if src is not None and src.error is None and src.partitions:
+            partitions = len(src.partitions)
+            replicas = min(len(next(iter(src.partitions.values())).replicas), len(metadata.brokers))
+        else:
+            partitions, replicas = -1, -1  # the broker's num.partitions / default.replication.factor
+        future = self.admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=replicas)], operation_timeout=self.timeout
+        )[topic]
+        try:
+            future.result(self.timeout * 2)
+            log.info("created topic %s", topic)
+        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent creator is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise KafkaError(f"cannot create topic {topic!r}: {exc}", hint="create it by hand") from None
+
+    def _topic_max_message_bytes(self, topic: str) -> int:
+        resource = ConfigResource("topic", topic)
+        try:
+            configs = self.admin.describe_configs([resource])[resource].result(self.timeout)
+            return int(configs["max.message.bytes"].value)
+        except Exception as exc:  # noqa: BLE001 - surfaced as one clear error
+            raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
+
+    def _metadata(self) -> Any:
+        try:
+            return self.admin.list_topics(timeout=self.timeout)
+        except Exception as exc:  # noqa: BLE001
+            raise KafkaError(f"cannot read cluster metadata: {exc}") from None

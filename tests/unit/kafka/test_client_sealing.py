@@ -1,0 +1,209 @@
+"""Sealing and opening one record under a rule: every outcome, with real envelopes and an in-memory key source."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import pytest
+
+from strongroom.envelope import (
+    IntegrityError,
+    RecordContext,
+    SubjectErased,
+    SubjectKeyRef,
+    UnencryptedField,
+    UnsupportedFormatVersion,
+    WrappedDekRef,
+    decrypt_value,
+    parse,
+    seal,
+)
+from strongroom.kafka.sealing import Erased, Failed, KmsDown, Opened, Passthrough, Pending, RuleCodec, UnsupportedKeyRef
+from strongroom.keys.errors import KeyTableClosed
+from strongroom.kms.errors import KekDisabled, KmsUnavailable
+from strongroom.rules import TopicRule
+
+KEY_ID = bytes(range(16))
+DEK = os.urandom(32)
+VALUE_RULE = TopicRule(topic="orders")
+FIELDS_RULE = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.address"]})
+DOC = {"id": 1, "email": "ann@example.com", "address": {"city": "Lisbon"}, "total": 12.5}
+
+
+class Keys:
+    """The ``KeyTable.lookup`` contract: key, None (not arrived), SubjectErased, or a KMS/keys error."""
+
+    def __init__(self, state: Any = "available") -> None:
+        self.state = state
+        self.calls: list[tuple[bytes, str]] = []
+
+    def __call__(self, ref: SubjectKeyRef, subject: str) -> bytes | None:
+        self.calls.append((ref.key_id, subject))
+        if self.state == "available":
+            return DEK
+        if self.state == "pending":
+            return None
+        if self.state == "erased":
+            raise SubjectErased("erased")
+        raise self.state
+
+
+def sealed_value(rule: TopicRule = VALUE_RULE, value: bytes = b"secret", key: bytes = b"cust-1") -> tuple[bytes, list]:
+    codec = RuleCodec(rule)
+    return codec.seal_value(value, "orders.enc", key.decode(), KEY_ID, DEK), codec.sealed_headers([("trace", b"t")])
+
+
+def test_whole_value_round_trip_binds_the_output_topic_and_subject() -> None:
+    value, headers = sealed_value()
+    assert headers == [("strongroom.enc", b"\x01\x01"), ("trace", b"t")]
+    # the envelope core itself opens it with the output topic and the key as subject
+    ctx = RecordContext("orders.enc", b"cust-1")
+    assert decrypt_value(value, lambda ref: DEK, ctx) == b"secret"
+    assert parse(value).key_ref == SubjectKeyRef(KEY_ID)
+    keys = Keys()
+    out = RuleCodec(VALUE_RULE).open(b"cust-1", value, headers, "orders.enc", keys)
+    assert out == Opened(b"secret", [("trace", b"t")], "cust-1", False)
+    assert keys.calls == [(KEY_ID, "cust-1")]
+
+
+def test_moved_or_tampered_records_fail_integrity() -> None:
+    value, headers = sealed_value()
+    codec = RuleCodec(VALUE_RULE)
+    moved = codec.open(b"cust-1", value, headers, "other.enc", Keys())
+    assert isinstance(moved, Failed)
+    assert isinstance(moved.error, IntegrityError)
+    assert moved.key_ref == SubjectKeyRef(KEY_ID)
+    other_subject = codec.open(b"cust-2", value, headers, "orders.enc", Keys())
+    assert isinstance(other_subject, Failed)
+    flipped = value[:-1] + bytes([value[-1] ^ 1])
+    tampered = codec.open(b"cust-1", flipped, headers, "orders.enc", Keys())
+    assert isinstance(tampered, Failed)
+    assert tampered.reason.startswith("IntegrityError: record does not belong to topic 'orders.enc'")
+
+
+def test_unknown_format_version_in_the_value_or_the_marker() -> None:
+    value, headers = sealed_value()
+    codec = RuleCodec(VALUE_RULE)
+    newer = value[:1] + b"\x02" + value[2:]
+    out = codec.open(b"cust-1", newer, headers, "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert isinstance(out.error, UnsupportedFormatVersion)
+    out = codec.open(b"cust-1", value, [("strongroom.enc", b"\x02\x01")], "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert isinstance(out.error, UnsupportedFormatVersion)
+
+
+def test_marker_of_the_other_mode_is_a_failure_not_a_guess() -> None:
+    value, _ = sealed_value()
+    out = RuleCodec(FIELDS_RULE).open(b"cust-1", value, [("strongroom.enc", b"\x01\x01")], "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert "marked whole-value but the rule for this topic is mode 'fields'" in out.reason
+
+
+def test_passthrough_tombstones_and_unmarked_plaintext_but_not_unmarked_envelopes() -> None:
+    codec = RuleCodec(VALUE_RULE)
+    assert codec.open(b"k", None, [("strongroom.enc", b"\x01\x01")], "orders.enc", Keys()) == Passthrough()
+    assert codec.open(b"k", b"plain", [], "orders.enc", Keys()) == Passthrough()
+    value, _ = sealed_value()
+    # a mirror that dropped headers: the value still looks like an envelope, so it is opened (as Spark does)
+    out = codec.open(b"cust-1", value, [], "orders.enc", Keys())
+    assert isinstance(out, Opened)
+    assert out.value == b"secret"
+
+
+def test_pending_erased_kms_down_and_lost_kek_are_never_confused() -> None:
+    value, headers = sealed_value()
+    codec = RuleCodec(VALUE_RULE)
+    assert codec.open(b"cust-1", value, headers, "orders.enc", Keys("pending")) == Pending(
+        SubjectKeyRef(KEY_ID), "cust-1"
+    )
+    assert codec.open(b"cust-1", value, headers, "orders.enc", Keys("erased")) == Erased("cust-1")
+    down = codec.open(b"cust-1", value, headers, "orders.enc", Keys(KmsUnavailable("connection refused")))
+    assert isinstance(down, KmsDown)
+    lost = codec.open(b"cust-1", value, headers, "orders.enc", Keys(KekDisabled("KEK local:k1 is disabled")))
+    assert isinstance(lost, Failed)
+    assert lost.reason == "KekDisabled: KEK local:k1 is disabled"
+    with pytest.raises(KeyTableClosed):
+        codec.open(b"cust-1", value, headers, "orders.enc", Keys(KeyTableClosed("reader stopped")))
+
+
+def test_no_subject_on_read_is_a_failure() -> None:
+    value, headers = sealed_value()
+    out = RuleCodec(VALUE_RULE).open(None, value, headers, "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert "record key is missing" in out.reason
+
+
+def test_wrapped_dek_envelopes_are_refused_clearly() -> None:
+    ref = WrappedDekRef("local:kek", b"\x01" * 40)
+    value = seal(b"x", DEK, ref, RecordContext("orders.enc", b"k"))
+    out = RuleCodec(VALUE_RULE).open(b"k", value, [("strongroom.enc", b"\x01\x01")], "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert isinstance(out.error, UnsupportedKeyRef)
+
+
+def test_fields_round_trip_and_erasure_nulls_only_the_encrypted_fields() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    raw = json.dumps(DOC).encode()
+    sealed = codec.seal_value(raw, "orders.enc", "cust-1", KEY_ID, DEK)
+    doc = json.loads(sealed)
+    assert doc["email"].startswith("sr1:")
+    assert doc["address"].startswith("sr1:")
+    assert doc["total"] == 12.5
+    headers = codec.sealed_headers([])
+    assert headers == [("strongroom.enc", b"\x01\x02")]
+    opened = codec.open(b"cust-1", sealed, headers, "orders.enc", Keys())
+    assert isinstance(opened, Opened)
+    assert json.loads(opened.value) == DOC
+    erased = codec.open(b"cust-1", sealed, headers, "orders.enc", Keys("erased"))
+    assert isinstance(erased, Opened)
+    assert erased.erased_fields
+    assert json.loads(erased.value) == {"id": 1, "email": None, "address": None, "total": 12.5}
+    pending = codec.open(b"cust-1", sealed, headers, "orders.enc", Keys("pending"))
+    assert pending == Pending(SubjectKeyRef(KEY_ID), "cust-1")
+
+
+def test_fields_downgrade_to_plaintext_is_caught() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    sealed = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))
+    sealed["email"] = "attacker@example.com"
+    out = codec.open(b"cust-1", json.dumps(sealed).encode(), codec.sealed_headers([]), "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert isinstance(out.error, UnencryptedField)
+
+
+def test_fields_record_without_the_fields_is_still_marked_and_reads_back() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    raw = b'{"id": 2}'
+    assert codec.seal_value(raw, "orders.enc", "c", KEY_ID, DEK) == raw
+    out = codec.open(b"c", raw, codec.sealed_headers([]), "orders.enc", Keys())
+    assert out == Opened(raw, [], "c", False)
+
+
+def test_json_subject_is_read_from_the_encrypted_value() -> None:
+    rule = TopicRule.model_validate(
+        {"topic": "orders", "mode": "fields", "fields": ["$.email"], "subject": {"source": "json", "path": "$.cid"}}
+    )
+    codec = RuleCodec(rule)
+    sealed = codec.seal_value(b'{"cid": 77, "email": "a@b"}', "orders.enc", "77", KEY_ID, DEK)
+    keys = Keys()
+    out = codec.open(None, sealed, codec.sealed_headers([]), "orders.enc", keys)
+    assert isinstance(out, Opened)
+    assert keys.calls == [(KEY_ID, "77")]
+
+
+def test_not_json_in_field_mode_cannot_be_sealed() -> None:
+    from strongroom.envelope import NotJson
+
+    with pytest.raises(NotJson):
+        RuleCodec(FIELDS_RULE).seal_value(b"\x00binary", "orders.enc", "c", KEY_ID, DEK)
+
+
+def test_field_strings_carry_base64_envelopes_bound_to_their_path() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    doc = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))
+    envelope = base64.b64decode(doc["email"][4:])
+    assert parse(envelope).key_ref == SubjectKeyRef(KEY_ID)
