@@ -10,7 +10,7 @@ DEPS_STAMP := $(VENV)/.stamp-deps
 SPARK_STAMP := $(VENV)/.stamp-spark-connector
 PYTEST_ARGS ?=
 
-.PHONY: all install demo test test-unit test-integration check lint typecheck bench clean distclean
+.PHONY: all install system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
 
 all: install
 
@@ -35,10 +35,16 @@ $(SPARK_STAMP): $(DEPS_STAMP) src/strongroom/resources/ivysettings.xml
 	$(BIN)/python -m strongroom.spark.session
 	touch $@
 
+# Debian packages beyond Python, Java and Maven: Chromium renders the audit report in a test (headless).
+system-deps:
+	@command -v chromium >/dev/null || { echo "installing chromium (headless rendering test of the audit report)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }
+
 demo: install
 	$(BIN)/strongroom demo
 
-test: install check
+test: install system-deps check
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: $(DEPS_STAMP)
