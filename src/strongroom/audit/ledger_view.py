@@ -2,16 +2,19 @@
 
 The watcher must answer within a poll interval ("do the ledgered timestamps justify this
 log-start advance?", "where does each leader epoch start?"), which does not warrant a Spark job.
-pyarrow reads the same Parquet files, pruned by the ``topic=``/``kind=`` directories. It does not
-consult Spark's ``_spark_metadata`` log, so it may also see files of a capture batch that failed
-before committing; those hold real records read from the log, so the answers (maxima, minima,
-first-capture wins) are unaffected.
+pyarrow reads the same Parquet files, pruned by the ``topic=``/``kind=`` directories. For a local
+ledger it reads exactly the files Spark's file sink committed (its ``_spark_metadata`` log: JSON
+lines after a ``v1`` header, compacted every few batches into ``N.compact``), so a file the capture
+is still writing is never opened half-done.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,18 +43,59 @@ class RangeEvidence:
         return not self.unseen
 
 
+def committed_files(root: Path) -> list[Path] | None:
+    """Files the Spark file sink committed under ``root`` (None when there is no metadata log)."""
+    log_dir = root / "_spark_metadata"
+    if not log_dir.is_dir():
+        return None
+    batches: list[tuple[int, Path]] = []
+    for entry in log_dir.iterdir():
+        stem = entry.name.removesuffix(".compact")
+        if stem.isdigit() and not entry.name.startswith("."):
+            batches.append((int(stem), entry))
+    batches.sort()
+    compacted = [i for i, (_, e) in enumerate(batches) if e.name.endswith(".compact")]
+    start = compacted[-1] if compacted else 0
+    files: dict[str, Path] = {}
+    for _, entry in batches[start:]:
+        try:
+            lines = entry.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        for line in lines[1:]:  # the first line is the log version ("v1")
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            location = urlparse(record["path"])
+            path = Path(unquote(location.path))
+            if record.get("action", "add") == "delete":
+                files.pop(str(path), None)
+            elif not record.get("isDir"):
+                files[str(path)] = path
+    return sorted(files.values())
+
+
 class LedgerView:
     def __init__(self, ledger: LedgerPaths) -> None:
         self.ledger = ledger
 
-    def _dataset(self, path: str) -> ds.Dataset | None:
-        location: Any = str(self.ledger.local(path)) if self.ledger.is_local else path
-        if self.ledger.is_local and not self.ledger.local(path).exists():
+    def _dataset(self, path: str, topic: str | None = None, kind: str | None = None) -> ds.Dataset | None:
+        if not self.ledger.is_local:
+            try:
+                return ds.dataset(path, format="parquet", partitioning=_PARTITIONING)
+            except (FileNotFoundError, pa.ArrowInvalid):
+                return None
+        root = self.ledger.local(path)
+        if not root.exists():
             return None
-        try:
-            return ds.dataset(location, format="parquet", partitioning=_PARTITIONING)
-        except (FileNotFoundError, pa.ArrowInvalid):
-            return None
+        files = committed_files(root)
+        if files is None:
+            return ds.dataset(str(root), format="parquet", partitioning=_PARTITIONING)
+        if topic is not None and kind is not None:
+            marker = f"/topic={topic}/kind={kind}/"
+            files = [f for f in files if marker in str(f)]
+        existing = [str(f) for f in files if f.exists()]
+        return ds.dataset(existing, format="parquet", partitioning=_PARTITIONING, partition_base_dir=str(root))
 
     @property
     def available(self) -> bool:
@@ -66,7 +110,7 @@ class LedgerView:
             expr = expr & (ds.field("offset") < end)
         tables = []
         for path in (self.ledger.records, self.ledger.deliveries):
-            dataset = self._dataset(path)
+            dataset = self._dataset(path, topic, kind)
             if dataset is not None:
                 tables.append(dataset.to_table(columns=columns, filter=expr))
         if not tables:

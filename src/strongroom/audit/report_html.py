@@ -69,7 +69,7 @@ def heatmap(topics: Sequence[Mapping[str, Any]], max_spans: int = 36) -> str:
     if not topics or not spans:
         return '<p class="sub">No audited spans yet.</p>'
     label_w, cell_w, cell_h, top = 220, 44, 26, 58
-    width = label_w + cell_w * len(spans) + 10
+    width = label_w + cell_w * len(spans) + 70
     height = top + cell_h * len(topics) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
              'aria-label="durability nines per topic per span">']  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,14 @@ def write_ledger(root: Path, topic: str, partition: int, rows: Sequence[tuple[in
     pq.write_table(pa.Table.from_pylist(recs, schema=schema), records / "part-0.parquet")
     marks = [{"partition": partition, "offset": s, "range_end": e, "read_at": NOW} for s, e in ranges]
     pq.write_table(pa.Table.from_pylist(marks, schema=schema), markers / "part-0.parquet")
-    (root / "records" / "_spark_metadata").mkdir(exist_ok=True)
+    # what Spark's file sink commits: a metadata log naming the files of each batch
+    log_dir = root / "records" / "_spark_metadata"
+    log_dir.mkdir(exist_ok=True)
+    entries = [{"path": (d / "part-0.parquet").as_uri(), "size": 1, "isDir": False, "modificationTime": 0,
+                "blockReplication": 1, "blockSize": 1, "action": "add"} for d in (records, markers)]  # fmt: skip
+    (log_dir / "0").write_text("v1\n" + "\n".join(json.dumps(e) for e in entries))
+    # a file being written by a batch that has not committed: must be ignored
+    (records / "part-1-uncommitted.parquet").write_bytes(b"PAR1 half written")
     return LedgerPaths(str(root))
 
 
@@ -193,3 +201,20 @@ def test_deleted_topics() -> None:
 def test_observation_round_trips_through_json() -> None:
     o = obs(part(), part(1, start=3))
     assert Observation.from_json(o.to_json()) == o
+
+
+def test_committed_files_follow_the_metadata_log(tmp_path: Path) -> None:
+    from strongroom.audit.ledger_view import committed_files
+
+    log_dir = tmp_path / "_spark_metadata"
+    log_dir.mkdir()
+
+    def entry(name: str, action: str = "add") -> str:
+        return json.dumps({"path": (tmp_path / name).as_uri(), "isDir": False, "action": action})
+
+    (log_dir / "8").write_text("v1\n" + entry("old"))
+    (log_dir / "9.compact").write_text("v1\n" + entry("a") + "\n" + entry("b"))
+    (log_dir / "10").write_text("v1\n" + entry("c") + "\n" + entry("a", "delete"))
+    (log_dir / ".10.crc").write_text("x")
+    assert committed_files(tmp_path) == [tmp_path / "b", tmp_path / "c"]
+    assert committed_files(tmp_path / "nothing") is None
