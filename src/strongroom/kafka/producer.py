@@ -326,7 +326,9 @@ class EncryptingProducer:
                 continue
             with self._lock:
                 self.counters["rejected"] += 1
-            where = "" if batch_size == 1 else f" (record {plan.index + 1} of a batch of {batch_size}; none was produced)"
+            where = (
+                "" if batch_size == 1 else f" (record {plan.index + 1} of a batch of {batch_size}; none was produced)"
+            )
             hint = None
             if plan.codec.rule.on_reject == "dead-letter":
                 hint = "the rule says dead-letter but the producer has no dead_letter_topic: pass one"

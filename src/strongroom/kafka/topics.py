@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Final
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
@@ -76,11 +77,17 @@ class TopicLimits:
 
     def _topic_max_message_bytes(self, topic: str) -> int:
         resource = ConfigResource("topic", topic)
-        try:
-            configs = self.admin.describe_configs([resource])[resource].result(self.timeout)
-            return int(configs["max.message.bytes"].value)
-        except Exception as exc:  # noqa: BLE001 - surfaced as one clear error
-            raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                configs = self.admin.describe_configs([resource])[resource].result(self.timeout)
+                return int(configs["max.message.bytes"].value)
+            except Exception as exc:  # noqa: BLE001 - surfaced as one clear error
+                # a topic created a moment ago may not have reached every broker's metadata yet
+                if "UNKNOWN_TOPIC_OR_PART" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
 
     def _metadata(self) -> Any:
         try:
