@@ -65,6 +65,8 @@ def format_and_kms_options(fn: F) -> F:
                      help="Local KMS keyring file (passphrase: env STRONGROOM_LOCAL_KMS_PASSPHRASE)."),
         click.option("--kek-file", type=click.Path(exists=True, dir_okay=False), default=None,
                      help='--kms inmemory: JSON {"<KEK uuid>": "<base64 AES-256 key>"}.'),
+        click.option("--keys-topic", default=None,
+                     help="strongroom keys topic, to follow per-subject keys to their KEKs (SUBJECT_KEY records)."),
         click.option("--kms-attempts", type=click.IntRange(1, 20), default=5, show_default=True,
                      help="Attempts per KMS call when the KMS is unavailable (exponential backoff with jitter)."),
         click.option("--kms-deadline", type=click.FloatRange(0.1, 600), default=30.0, show_default=True,
@@ -139,6 +141,21 @@ def build_kms(params: dict[str, Any]) -> Any:
     return kms_from_config(settings)
 
 
+def open_key_chain(params: dict[str, Any], config: Any, kms: Any) -> Any:
+    """The keys table (read-only, unregistered) when --keys-topic is given: subject key → wrapping key → KEK."""
+    if not params.get("keys_topic"):
+        return None
+    from strongroom.keys.table import KeyTable
+
+    table = KeyTable(config, kms, topic=params["keys_topic"], register=False)
+    try:
+        table.wait_caught_up(120.0)
+    except BaseException:
+        table.close()
+        raise
+    return table
+
+
 def build_format(params: dict[str, Any], kms: Any) -> Any:
     from strongroom.recovery.formats import record_format
 
@@ -204,7 +221,8 @@ def inventory(ctx: click.Context, /, **params: Any) -> None:
     config = client_config(params["bootstrap"], params["command_config"])
     kms = build_kms(params)
     fmt = build_format(params, kms)
-    checker = AvailabilityChecker(fmt, kms)
+    chain = open_key_chain(params, config, kms)
+    checker = AvailabilityChecker(fmt, kms, subject_keys=chain)
     view = ClusterView(config)
     options = InventoryOptions(
         topics=params["topics"], check_unwrap=not params["no_unwrap_check"], question_kek=params["question_kek"]
@@ -216,6 +234,8 @@ def inventory(ctx: click.Context, /, **params: Any) -> None:
             has_kms=kms is not None, progress=progress_printer(out),
         )  # fmt: skip
     finally:
+        if chain is not None:
+            chain.close()
         if kms is not None:
             kms.close()
     out.result(report, render_inventory)

@@ -29,6 +29,7 @@ from strongroom.cli.kek import (
     client_config,
     format_and_kms_options,
     kafka_options,
+    open_key_chain,
     progress_printer,
     spark_session,
 )
@@ -99,7 +100,8 @@ def scan(ctx: click.Context, /, **params: Any) -> None:
             hint="pass --kms vault|aws|local|inmemory with its options, or --kms-config FILE",
         )
     fmt = build_format(params, kms)
-    checker = AvailabilityChecker(fmt, kms, assumed_lost=params["assumed_lost"])
+    chain = open_key_chain(params, config, kms)
+    checker = AvailabilityChecker(fmt, kms, assumed_lost=params["assumed_lost"], subject_keys=chain)
     options = ScanOptions(
         topic=params["topic"],
         verify=not params["no_verify"],
@@ -118,6 +120,8 @@ def scan(ctx: click.Context, /, **params: Any) -> None:
                 progress=progress,
             )  # fmt: skip
     finally:
+        if chain is not None:
+            chain.close()
         kms.close()
     path = Path(params["plan_out"] or default_plan_path(options.topic))
     write_plan(plan, path)

@@ -125,7 +125,7 @@ def run_scan(
         "partitions": plan_partitions,
         "lost_subject_keys": {
             "count": lost_keys["subject_keys"],
-            "examples": lost_keys["subject_examples"],
+            "examples": [_with_subject(e, checker) for e in lost_keys["subject_examples"]],
         },
         "summary": _summary(plan_partitions),
         "timings": {"search_seconds": round(search_seconds, 3), "verify_seconds": round(verify_seconds, 3)},
@@ -173,6 +173,14 @@ def _verify(
     return out, lost_keys
 
 
+def _with_subject(example: dict[str, Any], checker: AvailabilityChecker) -> dict[str, Any]:
+    """A lost subject key with its subject's fingerprint and wrapping key (never the subject itself)."""
+    known = checker.subjects.get(bytes.fromhex(str(example["subject_key"])))
+    if known is not None:
+        example = {**example, "subject_fingerprint": known[0], "wrapping_key": known[1]}
+    return example
+
+
 def _partition_entry(
     result: SearchResult, verified: dict[str, Any] | None, groups: list[GroupInfo], options: ScanOptions
 ) -> dict[str, Any]:
@@ -204,6 +212,7 @@ def _partition_entry(
             records=int(verified["records"]),
             readable=int(verified["readable"]),
             lost=lost,
+            lost_subject_key_records=int(verified["lost_subject_key_records"]),
             first_lost=verified["first_lost"],
             last_lost=last_lost,
             stragglers=int(verified["stragglers"]),
@@ -216,15 +225,17 @@ def _partition_entry(
             tombstones=int(verified["tombstones"]),
             lost_ranges=verified["lost_ranges"],
         )
-        entry["shape"] = _shape(lost, readable_below, boundary, result.end, options.max_collateral_ratio)
+        per_subject = int(verified["lost_subject_key_records"]) > 0
+        entry["shape"] = _shape(lost, readable_below, boundary, result.end, options.max_collateral_ratio, per_subject)
     entry["groups"] = _group_entries(result.partition, entry["boundary"], groups)
     return entry
 
 
-def _shape(lost: int, readable_below: int, boundary: int, end: int, max_ratio: float) -> str:
+def _shape(lost: int, readable_below: int, boundary: int, end: int, max_ratio: float, per_subject: bool) -> str:
+    """Prefix or scattered: per-subject keys are scattered by design; otherwise the collateral decides."""
     if lost == 0:
         return Shape.INTACT
-    if readable_below > max_ratio * lost:
+    if per_subject or readable_below > max_ratio * lost:
         return Shape.SCATTERED
     return Shape.NO_READABLE_SUFFIX if boundary >= end else Shape.PREFIX
 
@@ -313,11 +324,14 @@ def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
     if Shape.SCATTERED in shapes:
         scattered = [e["partition"] for e in partitions if e["shape"] == Shape.SCATTERED]
         if plan.get("lost_subject_keys", {}).get("count"):
+            count = plan["lost_subject_keys"]["count"]
             steps.append(
-                f"Loss is scattered across partitions {scattered}: per-subject keys under a lost KEK. Do not delete "
-                "a prefix (it would destroy readable records). Mark the affected subject keys lost so consumers "
-                "skip their records deliberately under the failure policy, or restore the KEK and rewrap the "
-                "wrapping keys under a new KEK."
+                f"Loss is scattered across partitions {scattered}: {count} per-subject key(s) hang under a lost KEK "
+                "(listed in lost_subject_keys with their wrapping keys). Do not delete a prefix: it would destroy "
+                "readable records of other subjects. If the KEK can be restored, even for a moment, restore it and "
+                "run `strongroom keys rewrap --to-kek <new KEK>` so no wrapping key depends on it any more. "
+                "Otherwise the affected subjects' records are lost: consumers skip them under their failure policy "
+                "(they fail with KekNotFound naming the KEK), and the keys listed here are the ones to mark lost."
             )
         else:
             steps.append(
