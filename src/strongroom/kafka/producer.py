@@ -85,7 +85,7 @@ class ProducerRecord:
     on_delivery: DeliveryCallback | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     """A record after checking and sealing, before it is handed to librdkafka."""
 
@@ -374,18 +374,28 @@ class EncryptingProducer:
                 self._producer.poll(0.05)
 
     def _delivery_callback(self, user: DeliveryCallback | None) -> DeliveryCallback:
+        if user is None:
+            return self._delivered
+
         def delivered(err: Any, msg: Any) -> None:
             with self._lock:
                 if err is None:
                     self.counters["delivered"] += 1
                 else:
                     self.counters["delivery_failed"] += 1
-                    if user is None and len(self._delivery_errors) < _MAX_DELIVERY_ERRORS:
-                        self._delivery_errors.append(f"{msg.topic()}: {err}")
-            if user is not None:
-                user(err, msg)
+            user(err, msg)
 
         return delivered
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        """Delivery report of a record produced without the caller's own callback."""
+        with self._lock:
+            if err is None:
+                self.counters["delivered"] += 1
+                return
+            self.counters["delivery_failed"] += 1
+            if len(self._delivery_errors) < _MAX_DELIVERY_ERRORS:
+                self._delivery_errors.append(f"{msg.topic()}: {err}")
 
     def _raise_delivery_errors(self) -> None:
         with self._lock:

@@ -215,7 +215,7 @@ class MessageStatus(StrEnum):
     ERASED = "erased"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DecryptedMessage:
     """One record as the application sees it: decrypted value, headers without the marker."""
 

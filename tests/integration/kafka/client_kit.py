@@ -115,6 +115,20 @@ def as_rules(rules: EncryptionRules | dict[str, Any]) -> EncryptionRules:
     return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(rules)
 
 
+def poll_until(
+    consumer: DecryptingConsumer, done: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+) -> list[Any]:
+    """Poll until ``done(consumer.metrics())`` (asserted within the timeout); every message returned meanwhile."""
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while not done(consumer.metrics()):
+        assert time.monotonic() < deadline, f"not done after {timeout}s: {consumer.metrics()}"
+        msg = consumer.poll(0.2)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
 def poll_all(consumer: DecryptingConsumer, expect: int, timeout: float = 30.0) -> list[Any]:
     """Poll until ``expect`` messages arrived (or the timeout passed); every message in arrival order."""
     out: list[Any] = []
