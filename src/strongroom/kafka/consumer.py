@@ -245,7 +245,12 @@ class DecryptingConsumer:
         out: list[DecryptedMessage] = []
         while len(out) < num_messages:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            msg = self.poll(remaining)
+            try:
+                msg = self.poll(remaining)
+            except StrongroomError:
+                if out:  # hand over what is finished; the failing record comes again on the next call
+                    return out
+                raise
             if msg is None:
                 break
             out.append(msg)

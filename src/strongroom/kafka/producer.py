@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from strongroom.errors import EnvelopeError
 from strongroom.kafka.config import ClientConfig
@@ -206,10 +206,12 @@ class EncryptingProducer:
             return
         self._closed = True
         try:
-            self._producer.flush(timeout)
+            remaining = int(self._producer.flush(timeout))
         finally:
             self._producer = None  # type: ignore[assignment]
         self._raise_delivery_errors()
+        if remaining:
+            raise DeliveryFailed(f"{remaining} records were still undelivered when close() gave up after {timeout}s")
 
     def __enter__(self) -> EncryptingProducer:
         return self
@@ -372,6 +374,11 @@ class EncryptingProducer:
                 return
             except BufferError:  # librdkafka's local queue is full: serve deliveries, then retry
                 self._producer.poll(0.05)
+            except KafkaException as exc:  # e.g. larger than message.max.bytes, unknown partition
+                raise DeliveryFailed(
+                    f"cannot produce record {plan.index + 1} to {plan.out_topic!r}: {exc.args[0] if exc.args else exc}",
+                    hint="the records before it in this call were produced; fix this one and produce it again",
+                ) from None
 
     def _delivery_callback(self, user: DeliveryCallback | None) -> DeliveryCallback:
         if user is None:

@@ -179,7 +179,8 @@ class UnsupportedKeyRef(EnvelopeError):
 
 
 # ------------------------------------------------------------------------------------------ outcomes
-@dataclass(frozen=True)
+# Plain slotted dataclasses (one is built per record; frozen ones cost twice as much to construct).
+@dataclass(slots=True)
 class Opened:
     value: bytes
     headers: list[Header]
@@ -187,19 +188,19 @@ class Opened:
     erased_fields: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Passthrough:
     """Not encrypted (tombstone, or no marker and no envelope): delivered as it is."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Erased:
     """Whole value of an erased subject: dropped or marked, by policy."""
 
     subject: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Pending:
     """The subject key has not arrived in the key table yet."""
 
@@ -207,7 +208,7 @@ class Pending:
     subject: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class KmsDown:
     """The KMS is unreachable: transient, waited out, never reported as a lost key."""
 
@@ -215,7 +216,7 @@ class KmsDown:
     key_ref: SubjectKeyRef | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Failed:
     """The record cannot be decrypted (lost or disabled KEK, tampered, unknown format, no subject)."""
 

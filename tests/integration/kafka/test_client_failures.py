@@ -109,10 +109,10 @@ def test_tampered_and_unknown_version_records_name_their_coordinates(client_env:
     )
     consumer = env.consumer(value_rules(topic))
     consumer.subscribe([f"{topic}.enc"])
-    (first,) = poll_all(consumer, 1)
-    assert first.value == b"record 0"
+    batch = consumer.consume(5, timeout=20)  # the finished record is handed over, the failure comes next
+    assert [m.value for m in batch] == [b"record 0"]
     with pytest.raises(DecryptFailed, match=rf"cannot decrypt {topic}\.enc\[0\]@1: IntegrityError: ") as info:
-        consumer.poll(10)
+        consumer.consume(5, timeout=10)
     assert isinstance(info.value.cause, IntegrityError)
     assert info.value.kek_ref is None
     assert "quarantine" in info.value.hint

@@ -190,3 +190,22 @@ def test_transactions_abort_and_commit(client_env: ClientEnv) -> None:
     got = poll_all(consumer, 1)
     assert [m.value for m in got] == [b"committed"]
     assert consumer.poll(1.5) is None
+
+
+def test_producer_forgets_cached_keys_when_a_subject_is_erased(client_env: ClientEnv) -> None:
+    env = client_env
+    topic = env.new_topic()
+    manager = env.key_manager(policy="drop")
+    producer = env.producer({"rules": [{"topic": topic}]}, manager, key_cache_ttl_s=3600)
+    assert producer.produce(topic, b"before", key=b"c1") is ProduceOutcome.ENCRYPTED
+    assert producer.produce(topic, b"cached", key=b"c1") is ProduceOutcome.ENCRYPTED
+    assert producer.stats()["key_cache_hits"] == 1
+    erase(env.client, ["c1"], reason="request", topic=env.keys_topic)
+    deadline = time.monotonic() + 15
+    while manager.table.stats_counters["markers"] < 1:
+        assert time.monotonic() < deadline, "the key manager's table never applied the erasure marker"
+        time.sleep(0.1)
+    assert producer.produce(topic, b"after", key=b"c1") is ProduceOutcome.DROPPED
+    assert producer.produce(topic, b"other", key=b"c2") is ProduceOutcome.ENCRYPTED
+    producer.flush(30)
+    assert len(env.read_raw(f"{topic}.enc", expect=3)) == 3
