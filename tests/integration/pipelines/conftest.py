@@ -43,10 +43,8 @@ class PipelineEnv:
     def settings(self, rules: EncryptionRules | dict[str, Any], name: str, **overrides: Any) -> PipelineSettings:
         if isinstance(rules, dict):
             rules = EncryptionRules.parse_obj_or_fail(rules)
-        return PipelineSettings(
-            self.bootstrap, rules, self.kms_config, str(self.workdir / f"chk-{name}"),
-            keys_topic=self.keys_topic, **overrides,
-        )  # fmt: skip
+        options = {"keys_topic": self.keys_topic, **overrides}
+        return PipelineSettings(self.bootstrap, rules, self.kms_config, str(self.workdir / f"chk-{name}"), **options)
 
     def produce_events(self, topic: str, n: int, customers: int = 5) -> list[dict[str, Any]]:
         producer = Producer(self.client.producer())

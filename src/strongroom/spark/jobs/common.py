@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 
-from strongroom.errors import ConfigError, KafkaError, PipelineError
+from strongroom.errors import ConfigError, KafkaError, PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.kafka_sink import TransactionalSinkConfig
+from strongroom.spark.session import jvm_log
 
 log = logging.getLogger(__name__)
+# py4j logs every exception a foreachBatch callback raises, traceback and all; the jobs re-raise
+# those exceptions themselves as one clear error, so py4j's copy would only be noise on stderr.
+logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 #: Record overhead kept free below the output topic's max.message.bytes (record framing, headers).
 RECORD_HEADROOM = 1024
@@ -229,3 +236,89 @@ def dead_letter(frame: DataFrame, status: str, dlq_topic: str, *, original_value
             ).otherwise(F.col("headers")),
         )
     )
+
+
+class StreamingJob:
+    """The life cycle both pipelines share: a ``foreachBatch`` query over the Kafka source.
+
+    Subclasses set ``kind``, build :meth:`source` and implement :meth:`process_batch`, storing any
+    :class:`~strongroom.errors.StrongroomError` they raise in ``self.error`` so :meth:`run` can re-raise
+    the original instead of Spark's wrapped copy.
+    """
+
+    kind = "pipeline"
+    spark: SparkSession
+    settings: PipelineSettings
+    sink: TransactionalSinkConfig
+    counters: Counters
+    error: StrongroomError | None
+
+    def source(self) -> DataFrame:
+        raise NotImplementedError
+
+    _lock: threading.Lock
+
+    def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        """Hook before a batch is cached and processed."""
+        return batch
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        raise NotImplementedError
+
+    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """The ``foreachBatch`` function: one batch at a time, cached, errors kept for :meth:`run`."""
+        with self._lock:
+            cached: DataFrame | None = None
+            try:
+                cached = self._prepare(batch, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+                self._process(cached, batch_id)
+            except StrongroomError as exc:
+                self.error = exc  # Spark wraps it; run() re-raises the original
+                raise
+            except Exception as exc:
+                first = (str(exc).strip().splitlines() or [""])[0][:500]
+                self.error = PipelineError(
+                    f"batch {batch_id} of the {self.kind} pipeline failed: {type(exc).__name__}: {first}",
+                    hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
+                )
+                raise
+            finally:
+                if cached is not None:
+                    cached.unpersist()
+
+    def result(self) -> dict[str, Any]:
+        return self.counters.to_dict()
+
+    def close(self) -> None:
+        """Release what the job holds (key tables, producers)."""
+
+    def start(self) -> StreamingQuery:
+        writer = (
+            self.source()
+            .writeStream.foreachBatch(self.process_batch)
+            .option("checkpointLocation", self.settings.checkpoint)
+            .queryName(self.sink.app_id)
+        )
+        if self.settings.trigger_seconds is None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
+        return writer.start()
+
+    def run(self) -> dict[str, Any]:
+        """Process everything available now, then stop; returns the counters."""
+        query = self.start()
+        try:
+            query.awaitTermination()
+        except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException; re-raised below, clearly
+            if self.error is None:
+                raise PipelineError(
+                    f"the {self.kind} query stopped: {str(exc).strip().splitlines()[0]}",
+                    hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
+                ) from None
+        finally:
+            if query.isActive:
+                query.stop()
+        if self.error is not None:
+            raise self.error
+        return self.result()

@@ -31,7 +31,6 @@ from typing import Any, Literal
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.query import StreamingQuery
 
 from strongroom.envelope import RecordContext, decrypt_json_fields, decrypt_value
 from strongroom.envelope.errors import SubjectErased
@@ -41,6 +40,7 @@ from strongroom.kms.errors import KmsUnavailable
 from strongroom.spark.jobs.common import (
     Counters,
     PipelineSettings,
+    StreamingJob,
     TopicPreparer,
     dead_letter,
     kafka_stream,
@@ -48,7 +48,6 @@ from strongroom.spark.jobs.common import (
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
 from strongroom.spark.kafka_sink import write_exactly_once
-from strongroom.spark.session import jvm_log
 from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ERASED,
@@ -66,10 +65,12 @@ from strongroom.spark.transforms import (
 log = logging.getLogger(__name__)
 
 OnFailure = Literal["fail", "dead-letter", "skip"]
+#: How a failure caused by a key that cannot be unwrapped (lost or disabled KEK) begins.
+LOST_KEY_REASON = "subject key"
 Output = Literal["kafka", "parquet", "console"]
 
 
-class DecryptJob:
+class DecryptJob(StreamingJob):
     """Thin I/O shell around :func:`~strongroom.spark.transforms.decrypt_frame`; the session is passed in."""
 
     kind = "decrypt"
@@ -136,36 +137,6 @@ class DecryptJob:
             subscription["subscribePattern"] = f"(?:{subscription['subscribePattern']})|{READERS_TOPIC_DEFAULT}"
         return kafka_stream(self.spark, self.settings, subscription)
 
-    def start(self) -> StreamingQuery:
-        writer = (
-            self.source()
-            .writeStream.foreachBatch(self.process_batch)
-            .option("checkpointLocation", self.settings.checkpoint)
-            .queryName(self.sink.app_id)
-        )
-        if self.settings.trigger_seconds is None:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
-        return writer.start()
-
-    def run(self) -> dict[str, Any]:
-        query = self.start()
-        try:
-            query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
-        if self.error is not None:
-            raise self.error
-        error = query.exception()
-        if error is not None:
-            raise PipelineError(
-                f"the decrypt query stopped: {str(error).strip().splitlines()[0]}",
-                hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
-            )
-        return self.result()
-
     def result(self) -> dict[str, Any]:
         return {**self.counters.to_dict(), "pending": {**self.pending.stats, "held": self.pending.count}}
 
@@ -174,19 +145,12 @@ class DecryptJob:
         self.table.close()
 
     # ------------------------------------------------------------------ one micro-batch
-    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        with self._lock:
-            from strongroom.keys.topic_config import READERS_TOPIC_DEFAULT
+    def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        """Release held subjects whose keys arrived (before the batch: order), drop heartbeat ticks."""
+        from strongroom.keys.topic_config import READERS_TOPIC_DEFAULT
 
-            cached = batch.filter(F.col("topic") != READERS_TOPIC_DEFAULT).persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                self._release_pending(batch_id)
-                self._process(cached, batch_id)
-            except StrongroomError as exc:
-                self.error = exc
-                raise
-            finally:
-                cached.unpersist()
+        self._release_pending(batch_id)
+        return batch.filter(F.col("topic") != READERS_TOPIC_DEFAULT)
 
     def _logical_topic(self) -> Any:
         column = F.col("topic")
@@ -289,7 +253,7 @@ class DecryptJob:
         except KmsUnavailable:
             raise
         except (KmsError, KeysError) as exc:
-            return (key_id, None, KEY_LOST, f"subject key {key_id.hex()} cannot be unwrapped: {exc}")
+            return (key_id, None, KEY_LOST, f"{LOST_KEY_REASON} {key_id.hex()} cannot be unwrapped: {exc}")
         if dek is None:
             return (key_id, None, KEY_PENDING, None)
         return (key_id, dek, KEY_AVAILABLE, None)
@@ -305,10 +269,14 @@ class DecryptJob:
                 .first()
             )
             assert row is not None
+            lost = str(row["reason"]).startswith(LOST_KEY_REASON)
             raise PipelineError(
                 f"cannot decrypt {row['src_topic']}[{row['src_partition']}]@{row['src_offset']}: {row['reason']}",
                 hint="restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
-                "or rerun with --on-failure dead-letter/skip",
+                "or rerun with --on-failure dead-letter/skip"
+                if lost
+                else "the record is damaged, was moved from elsewhere, or needs a newer strongroom; "
+                "rerun with --on-failure dead-letter to quarantine it",
             )
         if self.on_failure == "dead-letter":
             assert self.settings.dead_letter_topic is not None

@@ -25,14 +25,14 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.query import StreamingQuery
 
-from strongroom.errors import PipelineError, StrongroomError
+from strongroom.errors import StrongroomError
 from strongroom.kms.api import Kms
 from strongroom.spark.jobs.common import (
     RECORD_HEADROOM,
     Counters,
     PipelineSettings,
+    StreamingJob,
     TopicPreparer,
     dead_letter,
     first_row_error,
@@ -40,13 +40,12 @@ from strongroom.spark.jobs.common import (
     rule_condition,
 )
 from strongroom.spark.kafka_sink import write_exactly_once
-from strongroom.spark.session import jvm_log
 from strongroom.spark.transforms import ENCRYPT_KEYS_SCHEMA, REJECTED, encrypt_frame, with_subject
 
 log = logging.getLogger(__name__)
 
 
-class EncryptJob:
+class EncryptJob(StreamingJob):
     """Thin I/O shell around :func:`~strongroom.spark.transforms.encrypt_frame`; the session is passed in."""
 
     kind = "encrypt"
@@ -81,37 +80,6 @@ class EncryptJob:
     def source(self) -> DataFrame:
         return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
 
-    def start(self) -> StreamingQuery:
-        writer = (
-            self.source()
-            .writeStream.foreachBatch(self.process_batch)
-            .option("checkpointLocation", self.settings.checkpoint)
-            .queryName(self.sink.app_id)
-        )
-        if self.settings.trigger_seconds is None:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
-        return writer.start()
-
-    def run(self) -> dict[str, Any]:
-        """Process everything available now, then stop; returns the counters."""
-        query = self.start()
-        try:
-            query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
-        if self.error is not None:
-            raise self.error
-        error = query.exception()
-        if error is not None:
-            raise PipelineError(
-                f"the {self.kind} query stopped: {str(error).strip().splitlines()[0]}",
-                hint=f"see the Spark log {jvm_log()}; restarting resumes from the checkpoint without duplicates",
-            )
-        return self.result()
-
     def result(self) -> dict[str, Any]:
         return {**self.counters.to_dict(), "keys": self.keys.stats()}
 
@@ -119,17 +87,6 @@ class EncryptJob:
         self.keys.close()
 
     # ------------------------------------------------------------------ one micro-batch
-    def process_batch(self, batch: DataFrame, batch_id: int) -> None:
-        with self._lock:
-            cached = batch.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                self._process(cached, batch_id)
-            except StrongroomError as exc:
-                self.error = exc  # Spark wraps it; run() re-raises the original
-                raise
-            finally:
-                cached.unpersist()
-
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         rules = self.settings.rules
         parts = [with_subject(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]

@@ -287,7 +287,9 @@ class PendingBuffer:
             from confluent_kafka import Producer
 
             self._producer = Producer(
-                self.client.producer({"transactional.id": f"strongroom-{self.app_id}-release", "linger.ms": 5})
+                self.client.producer(
+                    {"transactional.id": f"strongroom-{self.app_id}-release", "transaction.timeout.ms": 600_000}
+                )
             )
             self._producer.init_transactions(120)
         return self._producer
