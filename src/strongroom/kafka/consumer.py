@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -70,6 +71,8 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 _KMS_BACKOFF_START: Final = 0.5
 _KMS_BACKOFF_MAX: Final = 10.0
 _IDLE_SLICE: Final = 1.0
+#: Records taken from librdkafka per call once one is available (fewer Python↔C round trips).
+_FETCH_BATCH: Final = 500
 
 
 @dataclass
@@ -142,6 +145,9 @@ class DecryptingConsumer:
         self._consumer = Consumer(self.config)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._holds: dict[tuple[str, int], _Hold] = {}
+        #: Messages taken from librdkafka but not handled yet (dropped for a partition that seeks).
+        self._buffer: deque[Any] = deque()
+        self._revoked: set[tuple[str, int]] = set()
         self._waits: dict[tuple[str, int], _Wait] = {}
         self._dlq: Producer | None = None
         self._dlq_errors: list[str] = []
@@ -198,12 +204,14 @@ class DecryptingConsumer:
         self._check_open()
         self._holds.clear()
         self._waits.clear()
+        self._buffer.clear()
         self._consumer.assign(list(partitions))
 
     def unsubscribe(self) -> None:
         self._check_open()
         self._holds.clear()
         self._waits.clear()
+        self._buffer.clear()
         self._consumer.unsubscribe()
 
     def assignment(self) -> list[TopicPartition]:
@@ -231,13 +239,26 @@ class DecryptingConsumer:
             wait = _IDLE_SLICE if deadline is None else max(0.0, deadline - now)
             if self._holds:
                 wait = min(wait, self.recheck_interval_s)
-            msg = self._consumer.poll(wait)
+            msg = self._next(wait)
             if msg is not None:
                 out = self._handle(msg)
                 if out is not None:
                     return out
             if deadline is not None and time.monotonic() >= deadline:
                 return None
+
+    def _next(self, wait: float) -> Any:
+        """The next raw message: from the local batch, else wait for one and take what else is ready."""
+        if self._buffer:
+            return self._buffer.popleft()
+        msg = self._consumer.poll(wait)
+        if msg is not None:
+            self._revoked.clear()
+            more = self._consumer.consume(_FETCH_BATCH, 0)  # may run a rebalance callback
+            self._buffer.extend(more)
+            if self._revoked and (msg.topic(), msg.partition()) in self._revoked:
+                return None  # its partition moved to another member, which starts at the committed offset
+        return msg
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[DecryptedMessage]:
         """Up to ``num_messages`` records within ``timeout`` (a batch of :meth:`poll` calls)."""
@@ -470,11 +491,22 @@ class DecryptingConsumer:
             return True
 
     def _forget(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            self._holds.pop((tp.topic, tp.partition), None)
-            self._waits.pop((tp.topic, tp.partition), None)
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        for key in gone:
+            self._holds.pop(key, None)
+            self._waits.pop(key, None)
+        self._revoked |= gone
+        self._drop_buffered(gone)
+
+    def _drop_buffered(self, partitions: set[tuple[str, int]]) -> None:
+        if self._buffer:
+            kept = [m for m in self._buffer if (m.topic(), m.partition()) not in partitions]
+            self._buffer.clear()
+            self._buffer.extend(kept)
 
     def _seek(self, topic: str, partition: int, offset: int) -> None:
+        """Make ``offset`` the partition's next record (later ones already taken are dropped: they come again)."""
+        self._drop_buffered({(topic, partition)})
         try:
             self._consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as exc:  # not assigned any more: the group restarts it from the committed offset
@@ -486,7 +518,10 @@ class DecryptingConsumer:
         wait = self._waits.get(tp)
         if wait is not None and msg.offset() >= wait.offset:
             del self._waits[tp]
-        self._consumer.store_offsets(message=msg)
+        try:
+            self._consumer.store_offsets(message=msg)
+        except KafkaException as exc:  # the partition was revoked meanwhile: its new owner re-reads it
+            log.warning("cannot store the offset of %s: %s", _where(msg), exc)
 
     # ------------------------------------------------------------------ helpers
     def _codec_for(self, topic: str) -> tuple[RuleCodec, str]:
