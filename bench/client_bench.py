@@ -107,7 +107,7 @@ def consume_decrypting(client: ClientConfig, rules: EncryptionRules, table: KeyT
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--subjects", type=int, default=10_000)
+    parser.add_argument("--subjects", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     n = args.records

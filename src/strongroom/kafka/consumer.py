@@ -52,7 +52,6 @@ from strongroom.kafka.records import (
     DecryptedMessage,
     Header,
     MessageStatus,
-    normalize_headers,
     rule_for_encrypted,
     without_marker,
 )
@@ -342,7 +341,7 @@ class DecryptingConsumer:
         tp = (topic, partition)
         if tp in self._holds:
             return None  # fetched before the pause; it comes again when the partition resumes
-        headers = normalize_headers(msg.headers())
+        headers: list[Header] = msg.headers() or []  # confluent-kafka gives (str, bytes | None) tuples
         try:
             codec, bound = self._codec_for(topic)
             outcome = codec.open(msg.key(), msg.value(), headers, bound, self.table.lookup)

@@ -23,14 +23,22 @@ from typing import Final
 from strongroom.envelope.aad import RecordContext
 from strongroom.envelope.codec import decrypt_value, seal
 from strongroom.envelope.errors import SubjectErased
-from strongroom.envelope.header import find_marker, marker_header
-from strongroom.envelope.ids import FIELD_PREFIX, NONCE_SIZE, SUBJECT_KEY_ID_SIZE, TAG_SIZE, ValueMode
+from strongroom.envelope.header import RecordMarker, marker_header, parse_marker
+from strongroom.envelope.ids import (
+    FIELD_PREFIX,
+    NONCE_SIZE,
+    RECORD_HEADER_NAME,
+    SUBJECT_KEY_ID_SIZE,
+    TAG_SIZE,
+    ValueMode,
+)
 from strongroom.envelope.json_fields import decrypt_json_fields, encrypt_json_fields
 from strongroom.envelope.jsonpath import FieldRules
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
 from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, StrongroomError
 from strongroom.kafka.records import Header, NoSubject, subject_of, with_marker, without_marker
 from strongroom.keys.errors import KeyTableClosed
+from strongroom.keys.records import MAX_SUBJECT_BYTES
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.rules import TopicRule
 
@@ -39,6 +47,7 @@ SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
 _MIN_SUBJECT_ENVELOPE: Final = len(SUBJECT_KEY_PREFIX) + SUBJECT_KEY_ID_SIZE + 1 + NONCE_SIZE + TAG_SIZE
 _FIELD_MARK: Final = ('"' + FIELD_PREFIX).encode("ascii")
 _MAX_REFS: Final = 65_536
+_MAX_MARKERS: Final = 16
 
 
 class RuleCodec:
@@ -50,7 +59,9 @@ class RuleCodec:
         self.fields = FieldRules(rule.fields) if rule.mode == "fields" else None
         self.marker: Header = marker_header(self.mode)
         self.profile = rule.profile
+        self._key_subject = rule.subject.source == "key"
         self._refs: dict[bytes, SubjectKeyRef] = {}
+        self._markers: dict[bytes | None, RecordMarker] = {}
 
     # ------------------------------------------------------------------ producer side
     def subject(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> str | NoSubject:
@@ -88,7 +99,7 @@ class RuleCodec:
         if value is None:
             return Passthrough()
         try:
-            marker = find_marker(headers)
+            marker = self._marker(headers)
         except EnvelopeError as exc:
             return Failed(_describe(exc), exc)
         if marker is None:
@@ -100,11 +111,21 @@ class RuleCodec:
                 f"is mode {self.rule.mode!r}"
             )
             return Failed(problem, None)
-        subject = self.subject(key, value, headers)
+        subject: str | NoSubject
+        subject_bytes: bytes | None = None
+        if self._key_subject and key and len(key) <= MAX_SUBJECT_BYTES:
+            try:
+                subject, subject_bytes = key.decode("utf-8"), key
+            except UnicodeDecodeError:
+                subject = self.subject(key, value, headers)
+        else:
+            subject = self.subject(key, value, headers)
         if isinstance(subject, NoSubject):
             return Failed(f"cannot find the subject to decrypt with: {subject.reason}", None)
+        if subject_bytes is None:
+            subject_bytes = subject.encode("utf-8")
         keys = _RecordKeys(lookup, subject)
-        ctx = RecordContext(bound_topic, subject.encode("utf-8"))
+        ctx = RecordContext(bound_topic, subject_bytes)
         try:
             if self.fields is None:
                 plain = decrypt_value(value, keys, ctx)
@@ -121,6 +142,18 @@ class RuleCodec:
         except (EnvelopeError, KmsError, KeysError) as exc:
             return Failed(_describe(exc), exc, keys.last_ref)
         return Opened(plain, without_marker(headers), subject, keys.erased)
+
+    def _marker(self, headers: list[Header]) -> RecordMarker | None:
+        """The record's marker (first ``strongroom.enc`` header), parsed once per distinct value."""
+        for name, raw in headers:
+            if name == RECORD_HEADER_NAME:
+                marker = self._markers.get(raw) if raw is not None else None
+                if marker is None:
+                    marker = parse_marker(raw)  # raises the precise error for a bad header
+                    if len(self._markers) < _MAX_MARKERS:
+                        self._markers[raw] = marker
+                return marker
+        return None
 
     def _looks_encrypted(self, value: bytes) -> bool:
         if self.fields is None:

@@ -207,3 +207,20 @@ def test_field_strings_carry_base64_envelopes_bound_to_their_path() -> None:
     doc = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))
     envelope = base64.b64decode(doc["email"][4:])
     assert parse(envelope).key_ref == SubjectKeyRef(KEY_ID)
+
+
+@pytest.mark.parametrize("marker", [None, b"\x01", b"\x01\x01\x01", b"\x01\x09"])
+def test_malformed_marker_headers_fail_clearly(marker: bytes | None) -> None:
+    value, _ = sealed_value()
+    codec = RuleCodec(VALUE_RULE)
+    for _ in range(2):  # parsed markers are cached; bad ones must fail every time
+        out = codec.open(b"cust-1", value, [("strongroom.enc", marker)], "orders.enc", Keys())
+        assert isinstance(out, Failed)
+        assert "strongroom.enc" in out.reason
+
+
+def test_non_utf8_key_has_no_subject_on_read() -> None:
+    value, headers = sealed_value()
+    out = RuleCodec(VALUE_RULE).open(b"\xff\xfe", value, headers, "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert "not UTF-8" in out.reason
