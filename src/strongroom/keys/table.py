@@ -302,24 +302,36 @@ class KeyTable:
             return dict(self._applied)
 
     def wait_for_offsets(self, targets: Mapping[int, int], timeout: float = 60.0) -> None:
-        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``."""
+        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``.
+
+        ``timeout`` is how long the table may make *no progress* before :class:`KeyTableTimeout`: a
+        cold table over ten million subjects takes minutes to catch up, and that is not a failure.
+        """
         deadline = time.monotonic() + timeout
+        progress = sum(self._applied.values())
         with self._progress:
             while True:
                 self._check_alive()
                 behind = {p: o for p, o in targets.items() if self._applied.get(p, 0) < o}
                 if not behind:
                     return
+                now_progress = sum(self._applied.values())
+                if now_progress != progress:
+                    progress = now_progress
+                    deadline = time.monotonic() + timeout
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise KeyTableTimeout(
-                        f"key table of {self.topic!r} did not reach offsets {behind} within {timeout:.0f}s "
-                        f"(it is at {{{', '.join(f'{p}: {self._applied.get(p, 0)}' for p in behind)}}})"
+                        f"key table of {self.topic!r} made no progress towards offsets {behind} for "
+                        f"{timeout:.0f}s (it is at {{{', '.join(f'{p}: {self._applied.get(p, 0)}' for p in behind)}}})"
                     )
                 self._progress.wait(min(remaining, 0.5))
 
     def wait_caught_up(self, timeout: float = 60.0) -> None:
-        """Block until the table has applied everything written to the keys topic before this call."""
+        """Block until the table has applied everything written to the keys topic before this call.
+
+        ``timeout`` bounds the time without progress (see :meth:`wait_for_offsets`).
+        """
         ends = {p: high for p, (_, high) in self._watermarks().items()}
         self.wait_for_offsets(ends, timeout)
 
