@@ -139,6 +139,11 @@ class AvailabilityChecker:
             return RecordVerdict(keys.kind, False, problem=keys.problem)
         if keys.kind is not RecordKind.ENCRYPTED:
             return RecordVerdict(keys.kind, True)
+        if len(keys.prefixes) == 1:  # the common case: one envelope, usually an already-judged DEK
+            known = self._verdicts.get(keys.prefixes[0])
+            if known is not None:
+                self.stats.cache_hits += 1
+                return RecordVerdict(keys.kind, known.readable, (known,))
         verdicts = self.check_prefixes(keys.prefixes)
         ordered = tuple(verdicts[p] for p in keys.prefixes)
         return RecordVerdict(keys.kind, all(v.readable for v in ordered), ordered)

@@ -73,17 +73,15 @@ def run_inventory(
         }
         if ranges:
             records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
-            cut = spark_jobs.with_key_prefixes(records, checker.format).cache()
-            try:
-                prefixes = spark_jobs.distinct_prefixes(cut)
-                say(f"{topic}: {len(prefixes)} distinct key prefix(es)", None, None)
-                labels = _label_prefixes(checker, prefixes, options.check_unwrap and has_kms, deps_by_label,
-                                         readable_by_label)  # fmt: skip
-                label_frame = spark_jobs.verdict_frame(spark, labels)
-                runs = spark_jobs.dependency_runs(spark_jobs.labelled(cut, label_frame))
-                rows = _collect_runs(runs)
-            finally:
-                cut.unpersist()
+            groups, full = spark_jobs.prefix_groups(records, checker.format)
+            prefixes = {prefix for group in groups for prefix in group.prefixes}
+            say(f"{topic}: {len(prefixes)} distinct key prefix(es); ordering records into ranges", None, None)
+            verdicts = _label_prefixes(
+                checker, sorted(prefixes), options.check_unwrap and has_kms, deps_by_label, readable_by_label
+            )
+            labels = {g.prefixes: _labels(g.prefixes, verdicts) for g in groups if g.kind == "encrypted"}
+            cut = spark_jobs.with_key_prefixes(records, checker.format, full=full)
+            rows = spark_jobs.label_runs(cut, spark_jobs.label_frame(spark, labels))
             for (partition, label), info in rows.items():
                 per_partition[partition]["dependencies"].append({"label": label, **info})
         for entry in per_partition.values():
@@ -138,29 +136,14 @@ def _label_prefixes(
     return verdicts
 
 
-def _collect_runs(runs: Any) -> dict[tuple[int, str], dict[str, Any]]:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    ranked = runs.withColumn("i", F.row_number().over(Window.partitionBy("partition", "label").orderBy("first")))
-    grouped = ranked.groupBy("partition", "label").agg(
-        F.count("*").alias("runs"),
-        F.sum("records").alias("records"),
-        F.min("first").alias("first"),
-        F.max("last").alias("last"),
-        F.sort_array(F.collect_list(F.when(F.col("i") <= RANGE_EXAMPLES, F.array("first", "last", "records")))).alias(
-            "ranges"
-        ),
-    )
-    out: dict[tuple[int, str], dict[str, Any]] = {}
-    for row in grouped.collect():
-        out[(int(row["partition"]), str(row["label"]))] = {
-            "records": int(row["records"]),
-            "first": int(row["first"]),
-            "last": int(row["last"]),
-            "runs": int(row["runs"]),
-            "ranges": [list(map(int, r)) for r in row["ranges"]],
-        }
+def _labels(prefixes: tuple[bytes, ...], verdicts: Mapping[bytes, KeyVerdict]) -> list[str]:
+    """The dependency labels of one prefix array (one per distinct KEK@version it needs)."""
+    out: list[str] = []
+    for prefix in prefixes:
+        dep = verdicts[prefix].dependency
+        label = "(corrupt key reference)" if dep is None else dep.label
+        if label not in out:
+            out.append(label)
     return out
 
 

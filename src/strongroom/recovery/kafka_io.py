@@ -170,9 +170,11 @@ class ClusterView:
 class KafkaProbe:
     """One-record fetches for the boundary search: assign at an offset, poll the first record, repeat.
 
-    Each round assigns every searching partition at its probe offset and polls until each has given
-    one record or reached its end (``enable.partition.eof``); later records of the same fetch are
-    ignored. The consumer never commits and joins no group (``assign`` only).
+    The first round assigns every searching partition at its probe offset; later rounds ``seek``
+    (which drops whatever was prefetched for that partition) and pause partitions that are done.
+    Each round polls until every requested partition has given one record or reached its end
+    (``enable.partition.eof``); later records of the same fetch are ignored. The consumer never
+    commits and joins no group (``assign`` only).
     """
 
     def __init__(self, client_config: ClientConfig, topic: str, *, timeout: float = 30.0) -> None:
@@ -192,14 +194,15 @@ class KafkaProbe:
         conf = client_config.consumer(f"strongroom-recover-probe-{uuid.uuid4().hex[:12]}", overrides)
         self._consumer = Consumer(conf)
         self._bootstrap = client_config.bootstrap_servers
+        self._assigned: set[int] = set()
+        self._paused: set[int] = set()
 
     def first_records(self, requests: Mapping[int, tuple[int, int]]) -> dict[int, ProbedRecord | None]:
         import time
 
         results: dict[int, ProbedRecord | None] = {}
         pending = dict(requests)
-        self._consumer.unassign()  # drops whatever the previous round prefetched
-        self._consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in pending.items()])
+        self._position(pending)
         for p in pending:
             self.fetches[p] = self.fetches.get(p, 0) + 1
         deadline = time.monotonic() + self.timeout
@@ -233,6 +236,23 @@ class KafkaProbe:
             results[partition] = ProbedRecord(offset, _bytes_headers(headers), msg.value())
             del pending[partition]
         return results
+
+    def _position(self, requests: Mapping[int, tuple[int, int]]) -> None:
+        """Point every requested partition at its probe offset; pause the others."""
+        if not self._assigned or not set(requests) <= self._assigned:
+            self._consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in requests.items()])
+            self._assigned, self._paused = set(requests), set()
+            return
+        done = [TopicPartition(self.topic, p) for p in self._assigned - set(requests) - self._paused]
+        if done:
+            self._consumer.pause(done)
+            self._paused.update(tp.partition for tp in done)
+        try:
+            for p, (start, _) in requests.items():
+                self._consumer.seek(TopicPartition(self.topic, p, start))
+        except KafkaException:  # e.g. a partition whose fetcher is not running yet: start afresh
+            self._consumer.assign([TopicPartition(self.topic, p, start) for p, (start, _) in requests.items()])
+            self._assigned, self._paused = set(requests), set()
 
     def close(self) -> None:
         self._consumer.close()

@@ -24,13 +24,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from strongroom.recovery.checker import AvailabilityChecker, RecordVerdict
-from strongroom.recovery.dependency import KeyDependency, KeyStatus
+from strongroom.recovery.dependency import KeyDependency, KeyStatus, KeyVerdict
 from strongroom.recovery.kafka_io import ClusterView, GroupInfo
 from strongroom.recovery.plan import PLAN_FORMAT, PREFIX_SHAPES, Shape, seal_plan
 from strongroom.recovery.search import ProbedRecord, RecordProbe, SearchResult, probe_budget, search_boundaries
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from strongroom.recovery import spark_jobs as spark_jobs_types
 
 Progress = Callable[[str, int | None, int | None], None]
 
@@ -105,7 +107,7 @@ def run_scan(
         if spark is None or source_options is None:
             raise ValueError("verification needs a SparkSession and Kafka source options")
         started = time.monotonic()
-        verification, lost_keys = _verify(spark, source_options, topic, bounds, results, checker, say)
+        verification, lost_keys = verify_partitions(spark, source_options, topic, bounds, results, checker, say)
         verify_seconds = time.monotonic() - started
 
     groups = view.groups_on_topic(topic, partitions)
@@ -135,7 +137,7 @@ def run_scan(
     return seal_plan(plan)
 
 
-def _verify(
+def verify_partitions(
     spark: SparkSession,
     source_options: Mapping[str, str],
     topic: str,
@@ -144,33 +146,119 @@ def _verify(
     checker: AvailabilityChecker,
     say: Progress,
 ) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+    """Every record checked: pass 1 groups all records by key prefixes; pass 2 orders the region below L."""
     from strongroom.recovery import spark_jobs
 
     ranges = {p: (s, e) for p, (s, e) in bounds.items() if e > s}
     if not ranges:
         return {}, {"by_kek": [], "subject_keys": 0, "subject_examples": []}
-    say(f"verifying every record of {len(ranges)} partition(s) with Spark", None, None)
+    say(f"verifying every record of {len(ranges)} partition(s) with Spark (pass 1: key prefixes)", None, None)
     records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
-    cut = spark_jobs.with_key_prefixes(records, checker.format).cache()
-    try:
-        prefixes = spark_jobs.distinct_prefixes(cut)
-        say(f"checking {len(prefixes)} distinct key prefix(es) against the KMS", None, None)
-        verdicts = checker.check_prefixes(prefixes, lambda done, total: say("key checks", done, total))
-        classified = spark_jobs.classify(cut, spark_jobs.verdict_frame(spark, verdicts)).cache()
-        try:
-            summary = spark_jobs.verification_summary(classified, {p: r.boundary for p, r in results.items()})
-            runs = spark_jobs.lost_ranges(classified)
-            lost_keys = spark_jobs.lost_by_key(classified)
-        finally:
-            classified.unpersist()
-    finally:
-        cut.unpersist()
+    groups, full = spark_jobs.prefix_groups(records, checker.format)
+    prefixes = {prefix for group in groups for prefix in group.prefixes}
+    say(f"checking {len(prefixes)} distinct key prefix(es) against the KMS", None, None)
+    verdicts = checker.check_prefixes(prefixes, lambda done, total: say("key checks", done, total))
+    statuses = {g.prefixes: _group_status(g, verdicts) for g in groups if g.kind == "encrypted"}
+    summary = _summarise_groups(groups, statuses, verdicts)
+    lost_keys = _lost_keys(groups, statuses, verdicts)
+    with_loss = {p: s for p, s in summary.items() if s["lost"]}
+    if with_loss:
+        say(f"verifying the order of records below L in {len(with_loss)} partition(s) (pass 2)", None, None)
+        order_bounds = {p: (results[p].boundary, int(s["last_lost"]) + 1) for p, s in with_loss.items()}
+        region = {p: (bounds[p][0], b) for p, (_, b) in order_bounds.items()}
+        cut2 = spark_jobs.with_key_prefixes(
+            spark_jobs.read_partitions(spark, source_options, topic, region), checker.format, full=full
+        )
+        classified = spark_jobs.classify(cut2, spark_jobs.status_frame(spark, statuses))
+        runs = spark_jobs.status_runs(classified, order_bounds)
+        for partition, by_status in runs.items():
+            lost = by_status.get("lost", {})
+            entry = summary[partition]
+            entry["stragglers"] = lost.get("above_searched", 0)
+            entry["straggler_offsets"] = lost.get("straggler_offsets", [])
+            entry["readable_below"] = by_status.get("readable", {}).get("records", 0)
+            entry["lost_ranges"] = {"runs": lost.get("runs", 0), "ranges": lost.get("ranges", [])}
+    return summary, lost_keys
+
+
+_RANK = {"readable": 0, "erased": 0, "corrupt": 1, "lost": 2}
+
+
+def _group_status(group: spark_jobs_types.PrefixGroup, verdicts: Mapping[bytes, KeyVerdict]) -> str:
+    worst = max((_RANK[verdicts[p].status.value] for p in group.prefixes), default=0)
+    return {0: "readable", 1: "corrupt", 2: "lost"}[worst]
+
+
+def _summarise_groups(
+    groups: list[spark_jobs_types.PrefixGroup],
+    statuses: Mapping[tuple[bytes, ...], str],
+    verdicts: Mapping[bytes, KeyVerdict],
+) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
-    for row in summary:
-        partition = int(row["partition"])
-        row["lost_ranges"] = runs.get(partition, {"runs": 0, "ranges": []})
-        out[partition] = row
-    return out, lost_keys
+    for g in groups:
+        entry = out.setdefault(
+            g.partition,
+            {"records": 0, "readable": 0, "lost": 0, "corrupt": 0, "malformed": 0, "plain": 0, "tombstones": 0,
+             "first_lost": None, "last_lost": None, "lost_subject_key_records": 0, "unreadable_other": [],
+             "stragglers": 0, "straggler_offsets": [], "readable_below": 0, "lost_ranges": {"runs": 0, "ranges": []}},
+        )  # fmt: skip
+        entry["records"] += g.records
+        status = "malformed" if g.kind == "malformed" else statuses.get(g.prefixes, "readable")
+        entry[status] += g.records
+        if g.kind == "plain":
+            entry["plain"] += g.records
+        elif g.kind == "tombstone":
+            entry["tombstones"] += g.records
+        if status == "lost":
+            entry["first_lost"] = g.first if entry["first_lost"] is None else min(entry["first_lost"], g.first)
+            entry["last_lost"] = g.last if entry["last_lost"] is None else max(entry["last_lost"], g.last)
+            if any(_needs_subject_key(verdicts[p]) for p in g.prefixes):
+                entry["lost_subject_key_records"] += g.records
+        elif status in ("corrupt", "malformed"):
+            entry["unreadable_other"].append([g.first, g.last, g.records])
+    for entry in out.values():
+        entry["unreadable_other"] = sorted(entry["unreadable_other"])[:20]
+    return out
+
+
+def _needs_subject_key(verdict: KeyVerdict) -> bool:
+    return verdict.dependency is not None and verdict.dependency.subject_key_id is not None
+
+
+def _lost_keys(
+    groups: list[spark_jobs_types.PrefixGroup],
+    statuses: Mapping[tuple[bytes, ...], str],
+    verdicts: Mapping[bytes, KeyVerdict],
+) -> dict[str, Any]:
+    """Lost records per (partition, KEK) and per subject key (records, first/last offset, partitions)."""
+    by_kek: dict[tuple[int, str], int] = {}
+    subjects: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        if statuses.get(g.prefixes) != "lost":
+            continue
+        for prefix in g.prefixes:
+            verdict = verdicts[prefix]
+            if verdict.status is not KeyStatus.LOST or verdict.dependency is None:
+                continue
+            key = (g.partition, verdict.dependency.label)
+            by_kek[key] = by_kek.get(key, 0) + g.records
+            key_id = verdict.dependency.subject_key_id
+            if key_id is not None:
+                entry = subjects.setdefault(
+                    key_id.hex(), {"subject_key": key_id.hex(), "records": 0, "first": g.first, "last": g.last,
+                                   "partitions": []},
+                )  # fmt: skip
+                entry["records"] += g.records
+                entry["first"] = min(entry["first"], g.first)
+                entry["last"] = max(entry["last"], g.last)
+                if g.partition not in entry["partitions"]:
+                    entry["partitions"].append(g.partition)
+    examples = sorted(subjects.values(), key=lambda e: (-e["records"], e["subject_key"]))[:50]
+    return {
+        "by_kek": [(p, label, n) for (p, label), n in sorted(by_kek.items())],
+        "subject_keys": len(subjects),
+        "subject_examples": examples,
+    }
 
 
 def _with_subject(example: dict[str, Any], checker: AvailabilityChecker) -> dict[str, Any]:
@@ -220,7 +308,7 @@ def _partition_entry(
             readable_below_boundary=readable_below,
             corrupt=int(verified["corrupt"]),
             malformed=int(verified["malformed"]),
-            unreadable_other_offsets=verified["unreadable_other_offsets"],
+            unreadable_other=verified["unreadable_other"],
             plain=int(verified["plain"]),
             tombstones=int(verified["tombstones"]),
             lost_ranges=verified["lost_ranges"],

@@ -5,9 +5,10 @@ A format answers three questions:
 * :meth:`RecordFormat.record_keys` — for one record (headers + value), its kind and key prefixes;
 * :meth:`RecordFormat.dependency` — for one key prefix, which KEK (and version) it needs and the EDEK
   to unwrap to prove that KEK is still there;
-* :meth:`RecordFormat.spark_kind_sql` / :meth:`RecordFormat.spark_prefixes_sql` — the same cut as
-  Spark SQL expressions over the Kafka source's ``headers`` and ``value`` columns, so a scan over
-  millions of records runs in the JVM and only distinct prefixes reach Python.
+* :meth:`RecordFormat.spark_stages` — the same cut as a chain of Spark SQL expressions over the Kafka
+  source's ``headers`` and ``value`` columns (each stage a named column the next ones may use, so a
+  byte is decoded once per record), so a scan over millions of records runs in the JVM and only
+  distinct prefixes reach Python.
 
 The Python cut and the SQL cut follow the same rules byte for byte (missing bytes read as 0, then
 one length check); an integration test feeds both the same records, garbage included.
@@ -49,12 +50,14 @@ class RecordFormat(ABC):
         """The KEK a key prefix depends on; :class:`MalformedPrefix` if the bytes do not parse."""
 
     @abstractmethod
-    def spark_kind_sql(self) -> str:
-        """SQL expression over ``headers``/``value``: 'plain', 'tombstone', 'encrypted' or 'malformed'."""
+    def spark_stages(self, *, full: bool = True) -> list[tuple[str, str]]:
+        """Ordered ``(column, SQL expression)`` stages over ``headers``/``value`` ending with ``kind``
+        ('plain', 'tombstone', 'encrypted', 'malformed') and ``prefixes`` (array<binary>, null unless
+        encrypted). Helper columns start with ``_``.
 
-    @abstractmethod
-    def spark_prefixes_sql(self) -> str:
-        """SQL expression over ``headers``/``value``: the array<binary> of key prefixes (encrypted records)."""
+        With ``full=False`` a format may leave records that need Spark's higher-order functions
+        (lambdas: interpreted row by row, and they take the whole projection out of code generation)
+        as kind ``'deferred'``; the caller then reruns with ``full=True`` only if any were found."""
 
     def describe(self) -> dict[str, str]:
         """What to write into plans and reports about this format (no secrets)."""
@@ -80,13 +83,16 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def sql_marker(name: str) -> str:
-    """The value of the first header called ``name`` (null when absent)."""
-    return f"get(filter(headers, h -> h.key = {sql_string(name)}), 0).value"
+def sql_marker_stages(name: str) -> list[tuple[str, str]]:
+    """``_mpos`` (1-based position of the first header called ``name``, 0 if none) and ``_marker`` (its value).
 
-
-def sql_has_marker(name: str) -> str:
-    return f"exists(coalesce(headers, array()), h -> h.key = {sql_string(name)})"
+    ``headers.key`` / ``headers.value`` are plain field extractions: no lambda, which Spark would
+    interpret row by row instead of compiling.
+    """
+    return [
+        ("_mpos", f"coalesce(array_position(headers.key, {sql_string(name)}), 0)"),
+        ("_marker", "CASE WHEN _mpos > 0 THEN element_at(headers.value, cast(_mpos AS INT)) END"),
+    ]
 
 
 def sql_byte(column: str, position: str | int) -> str:

@@ -44,7 +44,7 @@ from strongroom.recovery.formats.base import (
     byte_at,
     first_header,
     sql_byte,
-    sql_marker,
+    sql_marker_stages,
 )
 
 MARKER_HEADER: Final = "kroxylicious.io/encryption"
@@ -180,28 +180,21 @@ class KroxyliciousFormat(RecordFormat):
         return str(kek_uuid), None, edek[: 2 + _IV] + edek[2 + _IV + 16 :]
 
     # ------------------------------------------------------------------ Spark side
-    @staticmethod
-    def _sql_length(v: str = "value") -> str:
-        b0, b1, b2 = sql_byte(v, 2), sql_byte(v, 3), sql_byte(v, 4)
-        edek_len = (
-            f"(CASE WHEN {b0} < 128 THEN {b0} WHEN {b1} < 128 THEN ({b0} - 128) + {b1} * 128 "
-            f"ELSE ({b0} - 128) + ({b1} - 128) * 128 + {b2} * 16384 END)"
-        )
-        varint_len = f"(CASE WHEN {b0} < 128 THEN 1 WHEN {b1} < 128 THEN 2 ELSE 3 END)"
-        return f"(1 + {varint_len} + {edek_len})"
-
-    def spark_kind_sql(self) -> str:
-        marker = sql_marker(MARKER_HEADER)
-        has_marker = f"exists(coalesce(headers, array()), h -> h.key = '{MARKER_HEADER}')"
-        return (
-            f"CASE WHEN NOT {has_marker} THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
-            f"WHEN {marker} IS NULL OR length({marker}) != 1 OR {sql_byte(marker, 1)} != {ENCRYPTION_V2} "
-            f"OR value IS NULL THEN 'malformed' "
-            f"WHEN length(value) < {self._sql_length()} + {MIN_BODY} THEN 'malformed' ELSE 'encrypted' END"
-        )
-
-    def spark_prefixes_sql(self) -> str:
-        return f"array(substring(value, 1, {self._sql_length()}))"
+    def spark_stages(self, *, full: bool = True) -> list[tuple[str, str]]:
+        b0, b1, b2 = sql_byte("value", 2), sql_byte("value", 3), sql_byte("value", 4)
+        return [
+            *sql_marker_stages(MARKER_HEADER),
+            ("_b0", b0),
+            ("_b1", b1),
+            ("_b2", b2),
+            ("_len", "1 + CASE WHEN _b0 < 128 THEN 1 + _b0 WHEN _b1 < 128 THEN 2 + (_b0 - 128) + _b1 * 128 "
+                     "ELSE 3 + (_b0 - 128) + (_b1 - 128) * 128 + _b2 * 16384 END"),
+            ("kind", "CASE WHEN _mpos = 0 THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
+                     f"WHEN _marker IS NULL OR length(_marker) != 1 OR {sql_byte('_marker', 1)} != {ENCRYPTION_V2} "
+                     "OR value IS NULL THEN 'malformed' "
+                     f"WHEN length(value) < _len + {MIN_BODY} THEN 'malformed' ELSE 'encrypted' END"),
+            ("prefixes", "CASE WHEN kind = 'encrypted' THEN array(substring(value, 1, _len)) END"),
+        ]  # fmt: skip
 
 
 def _utf8(data: bytes, what: str) -> str:

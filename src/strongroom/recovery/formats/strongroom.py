@@ -44,7 +44,7 @@ from strongroom.recovery.formats.base import (
     byte_at,
     first_header,
     sql_byte,
-    sql_marker,
+    sql_marker_stages,
     sql_u16,
 )
 
@@ -177,32 +177,39 @@ class StrongroomFormat(RecordFormat):
             f"WHEN {_WRAPPED} THEN 8 + {kek_len} + {edek_len} ELSE 4 END)"
         )
 
-    def _sql_envelopes(self) -> str:
-        """array<binary>: the envelopes of a record (one for whole values, one per field for JSON)."""
-        marker = sql_marker(RECORD_HEADER_NAME)
-        fields = (
-            f"transform(regexp_extract_all(cast(value as string), '{_FIELD_SQL_RE}', 1), "
+    def spark_stages(self, *, full: bool = True) -> list[tuple[str, str]]:
+        whole, fields = int(ValueMode.WHOLE_VALUE), int(ValueMode.JSON_FIELDS)
+        decode = (
+            f"transform(regexp_extract_all(cast(value AS STRING), '{_FIELD_SQL_RE}', 1), "
             f"s -> try_to_binary(replace(s, '\\\\', ''), 'base64'))"
         )
-        return (
-            f"(CASE {sql_byte(marker, 2)} WHEN {int(ValueMode.WHOLE_VALUE)} THEN array(value) "
-            f"WHEN {int(ValueMode.JSON_FIELDS)} THEN {fields} END)"
-        )
-
-    def spark_kind_sql(self) -> str:
-        marker = sql_marker(RECORD_HEADER_NAME)
-        has_marker = f"exists(coalesce(headers, array()), h -> h.key = '{RECORD_HEADER_NAME}')"
-        bad_marker = (
-            f"({marker} IS NULL OR length({marker}) != 2 OR {sql_byte(marker, 1)} != {int(FormatVersion.V1)} "
-            f"OR {sql_byte(marker, 2)} NOT IN ({int(ValueMode.WHOLE_VALUE)}, {int(ValueMode.JSON_FIELDS)}))"
-        )
         too_short = f"length(e) < {self._sql_prefix_length('e')} + {MIN_BODY}"
-        truncated = f"exists({self._sql_envelopes()}, e -> e IS NULL OR {too_short})"
-        return (
-            f"CASE WHEN NOT {has_marker} THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
-            f"WHEN {bad_marker} OR value IS NULL THEN 'malformed' "
-            f"WHEN {truncated} THEN 'malformed' ELSE 'encrypted' END"
+        stages = [
+            *sql_marker_stages(RECORD_HEADER_NAME),
+            ("_mode", f"CASE WHEN _marker IS NOT NULL AND length(_marker) = 2 AND {sql_byte('_marker', 1)} = "
+                      f"{int(FormatVersion.V1)} THEN {sql_byte('_marker', 2)} ELSE -1 END"),
+            # Whole values: each length decoded once (a stage each), then the prefix length.
+            ("_kek_len", sql_u16("value", 5)),
+            ("_edek_len", sql_u16("value", "7 + _kek_len")),
+            ("_plen", f"CASE {sql_byte('value', 4)} WHEN {_SUBJECT} THEN {_SUBJECT_PREFIX_LEN} "
+                      f"WHEN {_WRAPPED} THEN 8 + _kek_len + _edek_len ELSE 4 END"),
+        ]  # fmt: skip
+        common = (
+            "CASE WHEN _mpos = 0 THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
+            f"WHEN value IS NULL OR _mode NOT IN ({whole}, {fields}) THEN 'malformed' "
+            f"WHEN _mode = {whole} THEN (CASE WHEN length(value) < _plen + {MIN_BODY} THEN 'malformed' "
+            "ELSE 'encrypted' END) "
         )
-
-    def spark_prefixes_sql(self) -> str:
-        return f"transform({self._sql_envelopes()}, e -> substring(e, 1, {self._sql_prefix_length('e')}))"
+        whole_prefix = f"CASE WHEN kind = 'encrypted' AND _mode = {whole} THEN array(substring(value, 1, _plen)) END"
+        if not full:  # JSON-field records need lambdas: leave them for a second, full pass
+            return [*stages, ("kind", common + "ELSE 'deferred' END"), ("prefixes", whole_prefix)]
+        return [
+            *stages,
+            # JSON fields: one envelope per "sr1:" string.
+            ("_fields", f"CASE WHEN _mode = {fields} AND value IS NOT NULL THEN {decode} END"),
+            ("kind", common + f"WHEN exists(_fields, e -> e IS NULL OR {too_short}) THEN 'malformed' "
+                     "ELSE 'encrypted' END"),
+            ("prefixes", f"CASE WHEN kind = 'encrypted' THEN (CASE WHEN _mode = {whole} "
+                         "THEN array(substring(value, 1, _plen)) "
+                         f"ELSE transform(_fields, e -> substring(e, 1, {self._sql_prefix_length('e')})) END) END"),
+        ]  # fmt: skip
