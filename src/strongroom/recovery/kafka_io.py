@@ -188,7 +188,10 @@ class KafkaProbe:
             # Small prefetch: each probe needs one record, not a megabyte of its neighbours.
             "fetch.max.bytes": 1_048_576,
             "max.partition.fetch.bytes": 65_536,
-            "queued.max.messages.kbytes": 1024,
+            "queued.max.messages.kbytes": 16384,
+            # When a fetch overfills the local queue librdkafka waits this long before fetching again
+            # (default 1000 ms): a seek right after would stall a probe for a second.
+            "fetch.queue.backoff.ms": 1,
             "fetch.wait.max.ms": 50,
         }
         conf = client_config.consumer(f"strongroom-recover-probe-{uuid.uuid4().hex[:12]}", overrides)
