@@ -29,7 +29,7 @@ class CipherCache:
     lock; a hot DEK that gets evicted is simply rebuilt on its next use.
     """
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self, max_entries: int = 65536) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max_entries = max_entries

@@ -62,7 +62,7 @@ def bound_topic(profile: AadProfile, topic: str, topic_map: Mapping[str, str] | 
 #: Records of one topic share a handful of headers and paths, so the fixed parts are built once.
 _FRAMES: dict[tuple[bytes, str, str], tuple[bytes, bytes]] = {}
 aad_frame = _FRAMES.get
-_MAX_FRAMES: Final = 4096
+_MAX_FRAMES: Final = 65536  # one per (key, topic, path): sized for tens of thousands of active subjects
 
 
 def new_aad_frame(header: bytes, topic: str, field_path: str) -> tuple[bytes, bytes]:

@@ -183,11 +183,10 @@ def _header(headers: Headers, name: str) -> bytes | None:
         return None
     if isinstance(headers, Mapping):
         return headers.get(name)
-    found: bytes | None = None
     for header_name, header_value in headers:
         if header_name == name:
-            found = header_value  # the last one wins, as in Kafka's Headers.lastHeader
-    return found
+            return header_value  # the first one wins, as in the Spark pipelines and the client library
+    return None
 
 
 def _json_subject(value: bytes | None, path: FieldPath | None) -> str:

@@ -18,9 +18,9 @@ def test_from_a_json_path() -> None:
     assert extractor.extract("t", 0, 1, None, b'{"customer": {"id": 42}}') == "42"
 
 
-def test_from_a_header_last_one_wins() -> None:
+def test_from_a_header_first_one_wins_as_in_the_pipelines() -> None:
     extractor = SubjectExtractor("header", header="subject")
-    assert extractor.extract("t", 0, 1, None, None, [("subject", b"a"), ("x", b"y"), ("subject", b"b")]) == "b"
+    assert extractor.extract("t", 0, 1, None, None, [("subject", b"a"), ("x", b"y"), ("subject", b"b")]) == "a"
     assert extractor.extract("t", 0, 1, None, None, {"subject": b"c"}) == "c"
 
 
