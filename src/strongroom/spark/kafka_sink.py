@@ -17,14 +17,18 @@ durable record of what was written:
   Readers use ``isolation.level=read_committed``.
 
 Rows reach Python as Arrow record batches (``mapInArrow``), not pickled rows. Rows whose ``emit`` is
-false (dropped by policy) still advance the offset. Every delivery or transaction error fails the
-task; :func:`write_exactly_once` re-runs the whole write with backoff (safe: it is idempotent) until
-its deadline, which is how the pipelines wait out broker restarts, two brokers down (NOT_ENOUGH_REPLICAS)
-or a transaction coordinator moving.
+false (dropped by policy) still advance the offset. A row marked ``fatal`` (the pipeline's policy says
+stop) makes its task abort the transaction and fail the write with the row's coordinates and reason;
+partitions whose transactions committed stay committed — consistent, and skipped on restart.
+
+Every delivery or transaction error fails the task; :func:`write_exactly_once` re-runs the whole write
+with backoff (safe: it is idempotent) until its deadline, which is how the pipelines wait out broker
+restarts, two brokers down (NOT_ENOUGH_REPLICAS) or a transaction coordinator moving.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -52,11 +56,18 @@ SINK_COLUMNS = (
     "value",  # binary
     "headers",  # array<struct<key:string,value:binary>>
     "timestamp_ms",  # long, record timestamp to keep (null: broker time)
+    "status",  # string: the pipeline's verdict on the row (counted in the summary)
+    "reason",  # string: why a row was rejected or failed
+    "fatal",  # boolean: the policy says stop — the task aborts its transaction and fails the write
 )
+
+#: Prefix of the message a task raises for a fatal row; the driver turns it into a PipelineError
+#: without retrying (a retry would meet the same row again).
+FATAL_MARK = "[strongroom-fatal]"
 
 SUMMARY_SCHEMA = (
     "src_topic string, src_partition int, committed_before long, first_offset long, next_offset long, "
-    "written long, replayed_skipped long"
+    "written long, replayed_skipped long, statuses string"
 )
 
 
@@ -111,6 +122,7 @@ class _PartitionTxn:
         self.last_offset = -1
         self.written = 0
         self.skipped = 0
+        self.statuses: dict[str, int] = {}
         self.errors: list[str] = []
         self.producer.begin_transaction()
 
@@ -174,9 +186,16 @@ def make_partition_writer(config: TransactionalSinkConfig) -> Any:
                     if offset < txn.committed_before:
                         txn.skipped += 1
                         continue
+                    if cols["fatal"][i]:
+                        txn.producer.abort_transaction(60)
+                        raise RuntimeError(
+                            f"{FATAL_MARK} {cols['status'][i]} record {tp[0]}[{tp[1]}]@{offset}: {cols['reason'][i]}"
+                        )
                     if txn.first_offset < 0:
                         txn.first_offset = offset
                     txn.last_offset = max(txn.last_offset, offset)
+                    status = cols["status"][i]
+                    txn.statuses[status] = txn.statuses.get(status, 0) + 1
                     if cols["emit"][i]:
                         txn.produce(
                             cols["topic"][i],
@@ -199,6 +218,7 @@ def make_partition_writer(config: TransactionalSinkConfig) -> Any:
                 "next_offset": max(t.last_offset + 1, t.committed_before),
                 "written": t.written,
                 "replayed_skipped": t.skipped,
+                "statuses": json.dumps(t.statuses),
             }
             for t in txns.values()
         ]
@@ -219,6 +239,7 @@ def _summary_arrow_schema() -> pa.Schema:
             ("next_offset", pa.int64()),
             ("written", pa.int64()),
             ("replayed_skipped", pa.int64()),
+            ("statuses", pa.string()),
         ]
     )
 
@@ -229,16 +250,26 @@ def write_exactly_once(df: DataFrame, config: TransactionalSinkConfig) -> list[d
     Retries the whole write with capped exponential backoff and jitter until ``retry_deadline_s``:
     every attempt resumes from the committed offsets, so a retry never duplicates.
     """
+    from pyspark.errors import AnalysisException
+
     writer = make_partition_writer(config)
     deadline = time.monotonic() + config.retry_deadline_s
+    plan = df.select(*SINK_COLUMNS)  # a malformed frame fails here, once, not in the retry loop
     attempt = 0
     while True:
         attempt += 1
         try:
-            rows = df.select(*SINK_COLUMNS).mapInArrow(writer, SUMMARY_SCHEMA).collect()
-            return [r.asDict() for r in rows]
+            rows = plan.mapInArrow(writer, SUMMARY_SCHEMA).collect()
+            return [{**r.asDict(), "statuses": json.loads(r["statuses"] or "{}")} for r in rows]
         except Exception as exc:
-            if isinstance(exc, PipelineError) or time.monotonic() >= deadline:
+            if isinstance(exc, AnalysisException):
+                raise  # a bug in the frame, not a transient failure
+            fatal = _fatal_message(exc)
+            if fatal is not None:
+                raise PipelineError(
+                    f"cannot {fatal}", hint="fix the record or the rule, or run with a dead-letter policy to divert it"
+                ) from None
+            if time.monotonic() >= deadline:
                 raise PipelineError(
                     f"the exactly-once Kafka write failed after {attempt} attempts: {_first_line(exc)}",
                     hint="check that the brokers are up and the transaction coordinator reachable; "
@@ -249,6 +280,17 @@ def write_exactly_once(df: DataFrame, config: TransactionalSinkConfig) -> list[d
                 "exactly-once write attempt %d failed (%s); retrying in %.1fs", attempt, _first_line(exc), delay
             )
             time.sleep(delay)
+
+
+def _fatal_message(exc: BaseException) -> str | None:
+    """The message of a fatal row, if the task failed because of one."""
+    text = str(exc)
+    start = text.find(FATAL_MARK)
+    if start < 0:
+        return None
+    message = text[start + len(FATAL_MARK) :].strip().splitlines()[0]
+    verb = {"rejected": "encrypt record", "failed": "decrypt"}.get(message.split(" ", 1)[0], "process")
+    return f"{verb} {message.split(' ', 2)[-1]}" if " record " in message else message
 
 
 def _first_line(exc: BaseException) -> str:

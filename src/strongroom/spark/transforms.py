@@ -274,17 +274,23 @@ def decrypt_frame(
     expected_marker = bytes((1, ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE))
     joined = batch.join(F.broadcast(keys), on="key_id", how="left")
     no_envelope = F.col("key_id").isNull() & F.col("marker").isNull()
+    fields = rule.mode == "fields"
+    # Field mode: a marked record whose document holds none of the rule's fields has no envelope at all;
+    # the Python opener passes it through after checking no rule path holds plaintext.
+    no_fields_sealed = F.lit(fields) & F.col("key_id").isNull()
     reason = (
         F.when(F.col("value").isNull() | no_envelope, F.lit(None))
         .when(F.col("marker").isNotNull() & (F.col("marker") != F.lit(expected_marker)),
               F.concat(F.lit("unknown or unexpected strongroom.enc header 0x"), F.hex("marker"),
                        F.lit(f" (this reader expects 0x{expected_marker.hex()}); upgrade strongroom or fix the rule")))
-        .when(F.col("key_id").isNull(), F.lit("record is marked encrypted but its value is not a readable envelope"))
+        .when(F.col("key_id").isNull() & F.lit(not fields),
+              F.lit("record is marked encrypted but its value is not a readable envelope"))
         .when(F.col("key_state") == KEY_LOST, F.coalesce(F.col("key_reason"), F.lit("the key's KEK is lost")))
     )  # fmt: skip
     status = (
         F.when(F.col("value").isNull() | no_envelope, F.lit(PASSTHROUGH))
         .when(reason.isNotNull(), F.lit(FAILED))
+        .when(no_fields_sealed, F.lit(OK))
         .when(F.col("key_state").isNull() | (F.col("key_state") == KEY_PENDING), F.lit(PENDING))
         .when((F.col("key_state") == KEY_ERASED) & F.lit(rule.mode == "value"), F.lit(ERASED))
         .otherwise(F.lit(OK))

@@ -114,3 +114,23 @@ def test_field_mode_erased_fields_become_null(spark: SparkSession) -> None:
     assert rows[2]["status"] == FAILED
     assert rows[3]["status"] == PENDING
     assert rows[4]["status"] == FAILED
+
+
+def test_field_mode_record_without_rule_fields_passes_unchanged(spark: SparkSession) -> None:
+    rule = EncryptionRules.parse_obj_or_fail(
+        {"rules": [{"topic": "events", "mode": "fields", "fields": ["$.name"]}]}
+    ).rule_for("events")
+    marker = [("strongroom.enc", b"\x01\x02")]
+    rows = [
+        (b"alice", b'{"total": 3}', "events", 0, 0, TS, 0, marker),  # no $.name: nothing was sealed
+        (b"alice", b'{"name": "Alice"}', "events", 0, 1, TS, 0, marker),  # plaintext where a seal belongs
+    ]
+    enc = spark.createDataFrame(rows, KAFKA_SCHEMA)
+    out = decrypt_frame(
+        with_key_ids(enc, rule), decrypt_keys(spark), rule, logical_topic=F.col("topic"), output_topic=F.lit("o")
+    )
+    got = {r["src_offset"]: r for r in out.collect()}
+    assert got[0]["status"] == OK
+    assert bytes(got[0]["value"]) == b'{"total": 3}'
+    assert got[1]["status"] == FAILED, "a plaintext value at an encrypted path is a downgrade, not data"
+    assert got[1]["value"] is None

@@ -40,6 +40,9 @@ def sink_frame(df: DataFrame, out_topic: str) -> DataFrame:
         "value",
         "headers",
         F.unix_millis("timestamp").alias("timestamp_ms"),
+        F.when(F.col("offset") % 10 != 3, F.lit("ok")).otherwise(F.lit("dropped")).alias("status"),
+        F.lit(None).cast("string").alias("reason"),
+        F.lit(False).alias("fatal"),
     )
 
 
@@ -62,6 +65,7 @@ def test_replayed_batches_are_written_once(
     config = TransactionalSinkConfig(bootstrap, unique_name("sink"))
     first = write_exactly_once(sink_frame(df, dst), config)
     assert sum(r["written"] for r in first) == 900
+    assert sum(r["statuses"].get("dropped", 0) for r in first) == 100
     # A replay (the same batch after a crash, or a lost checkpoint restarting from the earliest offset)
     again = write_exactly_once(sink_frame(df, dst), config)
     assert sum(r["written"] for r in again) == 0
@@ -73,3 +77,27 @@ def test_replayed_batches_are_written_once(
     # progress is visible to Kafka's own tooling as committed offsets of the sink's group
     described = kafka_cluster.consumer_groups_tool("--describe", "--group", config.group_id)
     assert src in described
+
+
+def test_fatal_row_stops_the_write_without_retry(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], unique_name: Callable[[str], str]
+) -> None:
+    import pytest
+
+    from strongroom.errors import PipelineError
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    src, dst = new_topic(), new_topic()
+    producer = Producer(ClientConfig(bootstrap).producer())
+    for i in range(20):
+        producer.produce(src, value=f"v{i}".encode())
+    producer.flush(30)
+    df = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", src).load()
+    frame = sink_frame(df.withColumn("headers", F.lit(None).cast("array<struct<key:string,value:binary>>")), dst)
+    frame = frame.withColumn("status", F.when(F.col("src_offset") == 7, "rejected").otherwise("ok"))
+    frame = frame.withColumn("reason", F.when(F.col("src_offset") == 7, "no subject"))
+    frame = frame.withColumn("fatal", F.col("src_offset") == 7)
+    config = TransactionalSinkConfig(bootstrap, unique_name("sink"), retry_deadline_s=600)
+    with pytest.raises(PipelineError, match=rf"cannot encrypt record {src}\[0\]@7: no subject"):
+        write_exactly_once(frame, config)
+    assert read_committed(bootstrap, dst, 1) == [], "the failing partition's transaction was aborted"

@@ -14,8 +14,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from strongroom.errors import ConfigError, KafkaError, PipelineError, StrongroomError
+from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.kafka_sink import TransactionalSinkConfig
 from strongroom.spark.session import jvm_log
@@ -24,9 +25,6 @@ log = logging.getLogger(__name__)
 # py4j logs every exception a foreachBatch callback raises, traceback and all; the jobs re-raise
 # those exceptions themselves as one clear error, so py4j's copy would only be noise on stderr.
 logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-
-#: Record overhead kept free below the output topic's max.message.bytes (record framing, headers).
-RECORD_HEADROOM = 1024
 
 #: Session settings every pipeline needs: broadcast blocks, spills and driver→JVM transfers of the
 #: per-batch keys frame are encrypted with a per-application key and never reach local disk in clear.
@@ -101,67 +99,15 @@ def rule_condition(rules: EncryptionRules, index: int) -> Any:
     return condition
 
 
-class TopicPreparer:
-    """Creates missing output topics like their source (partitions, replication) and reads size limits."""
+def output_topics(client: ClientConfig, create: bool) -> TopicLimits:
+    """Creates missing output topics like their source and knows each one's usable value size."""
+    return TopicLimits(client, create=create, producer_max_bytes=RDKAFKA_MESSAGE_MAX_BYTES)
 
-    def __init__(self, client: ClientConfig, create: bool) -> None:
-        from confluent_kafka.admin import AdminClient
 
-        self.create = create
-        self.admin = AdminClient(client.admin())
-        self._limits: dict[str, int] = {}
-
-    def ensure(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Make sure each ``(source, output)`` output topic exists."""
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        wanted = dict(pairs)
-        if not wanted:
-            return
-        metadata = self._metadata()
-        missing = {out: src for out, src in ((o, s) for s, o in wanted.items()) if out not in metadata.topics}
-        if not missing:
-            return
-        if not self.create:
-            raise ConfigError(
-                f"output topics {sorted(missing)} do not exist",
-                hint="create them (same partitions as the source) or allow the pipeline to create them",
-            )
-        brokers = len(metadata.brokers)
-        new = []
-        for out, src in missing.items():
-            src_md = metadata.topics.get(src)
-            partitions = len(src_md.partitions) if src_md is not None else 1
-            replicas = (
-                len(src_md.partitions[0].replicas) if src_md is not None and src_md.partitions else min(3, brokers)
-            )
-            new.append(NewTopic(out, num_partitions=partitions, replication_factor=min(replicas, brokers)))
-        for topic, future in self.admin.create_topics(new, operation_timeout=30).items():
-            try:
-                future.result(60)
-            except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent creator is fine
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise KafkaError(f"cannot create output topic {topic!r}: {exc}", hint="create it by hand") from None
-        log.info("created output topics %s", sorted(missing))
-
-    def max_message_bytes(self, topic: str) -> int:
-        """The topic's effective ``max.message.bytes`` (cached)."""
-        if topic not in self._limits:
-            from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
-
-            resource = ConfigResource("topic", topic)
-            try:
-                configs = self.admin.describe_configs([resource])[resource].result(30)
-                self._limits[topic] = int(configs["max.message.bytes"].value)
-            except Exception as exc:  # noqa: BLE001 - surfaced as one clear error
-                raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
-        return self._limits[topic]
-
-    def _metadata(self) -> Any:
-        try:
-            return self.admin.list_topics(timeout=30)
-        except Exception as exc:  # noqa: BLE001
-            raise KafkaError(f"cannot read cluster metadata: {exc}") from None
+def ensure_topics(topics: TopicLimits, pairs: Iterable[tuple[str, str]]) -> None:
+    """Make sure each ``(source, output)`` output topic exists."""
+    for source, output in pairs:
+        topics.max_value_bytes(output, source=source)
 
 
 @dataclass
@@ -182,6 +128,13 @@ class Counters:
             self.written += int(s["written"])
             self.replayed_skipped += int(s["replayed_skipped"])
 
+    def add_batch(self, summaries: list[dict[str, Any]]) -> None:
+        """Count one written batch from the sink's per-partition summaries."""
+        self.batches += 1
+        for summary in summaries:
+            self.add_statuses(summary["statuses"])
+        self.add_summaries(summaries)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "batches": self.batches,
@@ -189,24 +142,6 @@ class Counters:
             "written": self.written,
             "replayed_skipped": self.replayed_skipped,
         }
-
-
-def first_row_error(frame: DataFrame, status: str, what: str) -> PipelineError | None:
-    """A PipelineError naming the first row of ``status`` (topic/partition/offset and reason), if any."""
-    rows = (
-        frame.filter(F.col("status") == status)
-        .select("src_topic", "src_partition", "src_offset", "reason")
-        .orderBy("src_topic", "src_partition", "src_offset")
-        .limit(1)
-        .collect()
-    )
-    if not rows:
-        return None
-    r = rows[0]
-    return PipelineError(
-        f"{what} {r['src_topic']}[{r['src_partition']}]@{r['src_offset']}: {r['reason']}",
-        hint="fix the record or the rule, or run with a dead-letter topic to divert such records",
-    )
 
 
 def dead_letter(frame: DataFrame, status: str, dlq_topic: str, *, original_value: str = "value") -> DataFrame:

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -41,9 +40,10 @@ from strongroom.spark.jobs.common import (
     Counters,
     PipelineSettings,
     StreamingJob,
-    TopicPreparer,
     dead_letter,
+    ensure_topics,
     kafka_stream,
+    output_topics,
     rule_condition,
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
@@ -67,6 +67,14 @@ log = logging.getLogger(__name__)
 OnFailure = Literal["fail", "dead-letter", "skip"]
 #: How a failure caused by a key that cannot be unwrapped (lost or disabled KEK) begins.
 LOST_KEY_REASON = "subject key"
+LOST_KEK_HINT = (
+    "restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
+    "or rerun with --on-failure dead-letter/skip"
+)
+DAMAGED_HINT = (
+    "the record is damaged, was moved from elsewhere, or needs a newer strongroom; "
+    "rerun with --on-failure dead-letter to quarantine it"
+)
 Output = Literal["kafka", "parquet", "console"]
 
 
@@ -115,7 +123,7 @@ class DecryptJob(StreamingJob):
         self.kms_outage_wait_s = kms_outage_wait_s
         self.topic_map = dict(topic_map or {})
         self.sink = settings.sink(self.kind)
-        self.topics = TopicPreparer(settings.client, settings.create_topics)
+        self.topics = output_topics(settings.client, settings.create_topics)
         self.pending = PendingBuffer(
             settings.client, self.sink.app_id, max_records=max_pending, timeout_s=pending_timeout_s
         )
@@ -174,56 +182,68 @@ class DecryptJob(StreamingJob):
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         rules = self.settings.rules
         parts = [with_key_ids(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-        pairs_df = parts[0].select("key_id", "subject")
+        # Pass 1 over the cached batch: which topics, which (key id, subject) pairs.
+        seen = parts[0].select("topic", "key_id", "subject")
         for part in parts[1:]:
-            pairs_df = pairs_df.unionByName(part.select("key_id", "subject"))
-        pairs = [(bytes(r["key_id"]), r["subject"]) for r in pairs_df.where("key_id is not null").distinct().collect()]
+            seen = seen.unionByName(part.select("topic", "key_id", "subject"))
+        rows = seen.distinct().collect()
+        if not rows:
+            return
         if self.output == "kafka":
-            outputs = [r["topic"] for r in batch.select(self._output_topic().alias("topic")).distinct().collect()]
-            self.topics.ensure((o, o) for o in outputs)
+            ensure_topics(self.topics, sorted({(r["topic"], self.output_topic_for(r["topic"])) for r in rows}))
+        if self.on_failure == "dead-letter":
+            assert self.settings.dead_letter_topic is not None
+            ensure_topics(self.topics, [(self.settings.dead_letter_topic, self.settings.dead_letter_topic)])
+        pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in rows if r["key_id"] is not None}, key=repr)
+        keys = self.spark.createDataFrame(self._keys_waiting_for_lost_keks(pairs), DECRYPT_KEYS_SCHEMA)
+        frame: DataFrame | None = None
+        for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True)):
+            opened = decrypt_frame(
+                part, keys, rule, logical_topic=self._logical_topic(), output_topic=self._output_topic(),
+                erased_value="null" if self.erased == "mark" else "drop",
+            ).withColumn("rule", F.lit(i))  # fmt: skip
+            frame = opened if frame is None else frame.unionByName(opened)
+        assert frame is not None
+        frame = frame.withColumn("fatal", F.lit(self.on_failure == "fail") & (F.col("status") == FAILED))
+        if self.on_failure == "dead-letter":
+            assert self.settings.dead_letter_topic is not None
+            frame = dead_letter(frame, FAILED, self.settings.dead_letter_topic, original_value="ciphertext")
+        frame = self._route_pending(frame)
+        if self.erased == "mark":
+            marked = F.struct(F.lit("strongroom.erased").alias("key"), F.lit(b"1").alias("value"))
+            frame = frame.withColumn(
+                "headers",
+                F.when(F.col("status") == ERASED, F.concat(F.col("headers"), F.array(marked))).otherwise(
+                    F.col("headers")
+                ),
+            )
+        # Pass 2: open and write, exactly once (a fatal row stops the write with its coordinates).
+        try:
+            self._write(frame, batch_id)
+        except PipelineError as exc:
+            if LOST_KEY_REASON in exc.problem:
+                raise PipelineError(exc.problem, hint=LOST_KEK_HINT) from None
+            raise PipelineError(exc.problem, hint=DAMAGED_HINT) from None
+        self.pending.refresh()
+        if self.on_batch is not None:
+            self.on_batch(batch_id, self.result())
+
+    def _keys_waiting_for_lost_keks(
+        self, pairs: list[tuple[bytes, str | None]]
+    ) -> list[tuple[bytes, bytes | None, str, str | None]]:
+        """Classify the batch's keys; with ``on_failure=fail`` re-check lost KEKs for a while first, so a
+        KEK that is restored (deletion cancelled, soft-delete undone) heals the running pipeline."""
         deadline = time.monotonic() + self.lost_kek_wait_s
         while True:
             keys_rows = self._classify(pairs)
             lost = [r for r in keys_rows if r[2] == KEY_LOST]
             if not lost or self.on_failure != "fail" or time.monotonic() >= deadline:
-                break
+                return keys_rows
             log.error(
                 "%d subject keys cannot be unwrapped (%s); re-checking every %.0fs for %.0fs more before stopping",
                 len(lost), lost[0][3], self.kek_recheck_s, deadline - time.monotonic(),
             )  # fmt: skip
             time.sleep(self.kek_recheck_s)
-        keys = self.spark.createDataFrame(keys_rows, DECRYPT_KEYS_SCHEMA)
-        frames = [
-            decrypt_frame(
-                part, keys, rule, logical_topic=self._logical_topic(), output_topic=self._output_topic(),
-                erased_value="null" if self.erased == "mark" else "drop",
-            ).withColumn("rule", F.lit(i))
-            for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True))
-        ]  # fmt: skip
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            statuses = {r["status"]: r["count"] for r in frame.groupBy("status").count().collect()}
-            frame = self._apply_failure_policy(frame, statuses)
-            frame = self._route_pending(frame)
-            if self.erased == "mark":
-                marked = F.struct(F.lit("strongroom.erased").alias("key"), F.lit(b"1").alias("value"))
-                frame = frame.withColumn(
-                    "headers",
-                    F.when(F.col("status") == ERASED, F.concat(F.col("headers"), F.array(marked))).otherwise(
-                        F.col("headers")
-                    ),
-                )
-            self._write(frame, batch_id)
-        finally:
-            frame.unpersist()
-        self.counters.batches += 1
-        self.counters.add_statuses(statuses)
-        self.pending.refresh()
-        if self.on_batch is not None:
-            self.on_batch(batch_id, self.result())
 
     def _classify(self, pairs: Iterable[tuple[bytes, str | None]]) -> list[tuple[bytes, bytes | None, str, str | None]]:
         """Look every key up; wait out a KMS outage (``KmsUnavailable``) instead of calling keys lost."""
@@ -258,32 +278,6 @@ class DecryptJob(StreamingJob):
             return (key_id, None, KEY_PENDING, None)
         return (key_id, dek, KEY_AVAILABLE, None)
 
-    def _apply_failure_policy(self, frame: DataFrame, statuses: dict[str, int]) -> DataFrame:
-        if not statuses.get(FAILED):
-            return frame
-        if self.on_failure == "fail":
-            row = (
-                frame.filter(F.col("status") == FAILED)
-                .orderBy("src_topic", "src_partition", "src_offset")
-                .select("src_topic", "src_partition", "src_offset", "reason")
-                .first()
-            )
-            assert row is not None
-            lost = str(row["reason"]).startswith(LOST_KEY_REASON)
-            raise PipelineError(
-                f"cannot decrypt {row['src_topic']}[{row['src_partition']}]@{row['src_offset']}: {row['reason']}",
-                hint="restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
-                "or rerun with --on-failure dead-letter/skip"
-                if lost
-                else "the record is damaged, was moved from elsewhere, or needs a newer strongroom; "
-                "rerun with --on-failure dead-letter to quarantine it",
-            )
-        if self.on_failure == "dead-letter":
-            assert self.settings.dead_letter_topic is not None
-            self.topics.ensure([(self.settings.dead_letter_topic, self.settings.dead_letter_topic)])
-            return dead_letter(frame, FAILED, self.settings.dead_letter_topic, original_value="ciphertext")
-        return frame  # skip: failed rows are not emitted; their offsets still advance
-
     def _route_pending(self, frame: DataFrame) -> DataFrame:
         """Pending rows go, as they came, to the pending topic inside the batch's transaction."""
         is_pending = F.col("status") == PENDING
@@ -301,12 +295,12 @@ class DecryptJob(StreamingJob):
 
     def _write(self, frame: DataFrame, batch_id: int) -> None:
         if self.output == "kafka":
-            self.counters.add_summaries(write_exactly_once(frame, self.sink))
+            self.counters.add_batch(write_exactly_once(frame, self.sink))
             return
         # Non-Kafka outputs: the pending rows still go to the pending topic, transactionally; the
         # decrypted rows go to the file sink, one directory per batch id, overwritten on replay.
         to_kafka = frame.withColumn("emit", F.col("emit") & (F.col("status") == PENDING))
-        self.counters.add_summaries(write_exactly_once(to_kafka, self.sink))
+        self.counters.add_batch(write_exactly_once(to_kafka, self.sink))
         out = frame.filter(F.col("emit") & (F.col("status") != PENDING)).select(
             F.col("src_topic").alias("topic"),
             F.col("src_partition").alias("partition"),

@@ -22,21 +22,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.errors import StrongroomError
 from strongroom.kms.api import Kms
 from strongroom.spark.jobs.common import (
-    RECORD_HEADROOM,
     Counters,
     PipelineSettings,
     StreamingJob,
-    TopicPreparer,
     dead_letter,
-    first_row_error,
+    ensure_topics,
     kafka_stream,
+    output_topics,
     rule_condition,
 )
 from strongroom.spark.kafka_sink import write_exactly_once
@@ -70,7 +68,7 @@ class EncryptJob(StreamingJob):
             settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
         )
         self.sink = settings.sink(self.kind)
-        self.topics = TopicPreparer(settings.client, settings.create_topics)
+        self.topics = output_topics(settings.client, settings.create_topics)
         self.counters = Counters()
         self.on_batch = on_batch
         self.error: StrongroomError | None = None
@@ -90,52 +88,36 @@ class EncryptJob(StreamingJob):
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         rules = self.settings.rules
         parts = [with_subject(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-        present = batch.select("topic").distinct().collect()
-        topics = sorted(r["topic"] for r in present)
+        # Pass 1 over the cached batch: which topics, which subjects.
+        seen = parts[0].select("topic", "subject")
+        for part in parts[1:]:
+            seen = seen.unionByName(part.select("topic", "subject"))
+        pairs = seen.distinct().collect()
+        topics = sorted({r["topic"] for r in pairs})
         if not topics:
             return
         outputs = {t: rules.rule_for(t).output_for(t) for t in topics}
-        self.topics.ensure((src, out) for src, out in outputs.items())
-        if self.settings.dead_letter_topic:
-            self.topics.ensure([(topics[0], self.settings.dead_letter_topic)])
-        subjects_df = parts[0].select("subject")
-        for part in parts[1:]:
-            subjects_df = subjects_df.unionByName(part.select("subject"))
-        subjects = [r["subject"] for r in subjects_df.where(F.col("subject").isNotNull()).distinct().collect()]
-        keys = self._keys_frame(subjects)
+        ensure_topics(self.topics, outputs.items())
+        dlq = self.settings.dead_letter_topic
+        if dlq:
+            ensure_topics(self.topics, [(topics[0], dlq)])
+        keys = self._keys_frame(sorted({r["subject"] for r in pairs if r["subject"] is not None}))
         limits = F.create_map(
-            *[
-                x
-                for out in sorted(set(outputs.values()))
-                for x in (F.lit(out), F.lit(self.topics.max_message_bytes(out) - RECORD_HEADROOM))
-            ]
+            *[x for out in sorted(set(outputs.values())) for x in (F.lit(out), F.lit(self.topics.max_value_bytes(out)))]
         )
-        frames = []
-        for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True)):
+        frame: DataFrame | None = None
+        for part, rule in zip(parts, rules.rules, strict=True):
             out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
-            frames.append(
-                encrypt_frame(part, keys, rule, max_value_bytes=limits[out_topic]).withColumn("rule", F.lit(i))
-            )
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            statuses = {r["status"]: r["count"] for r in frame.groupBy("status").count().collect()}
-            if statuses.get(REJECTED):
-                dlq = self.settings.dead_letter_topic
-                failing = [i for i, r in enumerate(rules.rules) if r.on_reject == "fail" or dlq is None]
-                error = first_row_error(frame.filter(F.col("rule").isin(failing)), REJECTED, "cannot encrypt record")
-                if error is not None:
-                    raise error
+            encrypted = encrypt_frame(part, keys, rule, max_value_bytes=limits[out_topic])
+            stop = rule.on_reject == "fail" or dlq is None
+            encrypted = encrypted.withColumn("fatal", F.lit(stop) & (F.col("status") == REJECTED))
+            if not stop:
                 assert dlq is not None
-                frame = dead_letter(frame, REJECTED, dlq)
-            summaries = write_exactly_once(frame, self.sink)
-        finally:
-            frame.unpersist()
-        self.counters.batches += 1
-        self.counters.add_statuses(statuses)
-        self.counters.add_summaries(summaries)
+                encrypted = dead_letter(encrypted, REJECTED, dlq)
+            frame = encrypted if frame is None else frame.unionByName(encrypted)
+        assert frame is not None
+        # Pass 2: seal and write, exactly once (a fatal row stops the write with its coordinates).
+        self.counters.add_batch(write_exactly_once(frame, self.sink))
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
 
