@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from strongroom.cli.keys import client_config, keys_options, progress_to
+from strongroom.cli.common import client_config, progress_to
+from strongroom.cli.keys import keys_options
 from strongroom.cli.output import Output, table
 
 EXIT_PENDING = 4

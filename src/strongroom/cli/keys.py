@@ -1,19 +1,24 @@
 """``strongroom keys``: the keys topic and its readers — create-topic, show, inventory, readers, rewrap.
 
-Shared options for the keys and erasure commands live here too (``cli/erasure.py`` uses them).
+``keys_options`` (Kafka options plus the keys and readers topics) is shared with ``cli/erasure.py``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from strongroom.cli.common import (
+    apply_options,
+    client_config,
+    kafka_options,
+    kms_config_option,
+    load_kms_config,
+    progress_to,
+)
 from strongroom.cli.output import Output, table
-from strongroom.errors import ConfigError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,53 +26,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 # ---------------------------------------------------------------------------------------- shared options
 def keys_options(fn: F) -> F:
     """``--bootstrap-server``, ``--command-config``, ``--keys-topic``, ``--readers-topic``."""
-    options = [
-        click.option("--bootstrap-server", "-b", "bootstrap", envvar="STRONGROOM_BOOTSTRAP_SERVERS", required=True,
-                     metavar="HOST:PORT[,...]", help="Kafka cluster (env STRONGROOM_BOOTSTRAP_SERVERS)."),
-        click.option("--command-config", type=click.Path(exists=True, dir_okay=False), default=None,
-                     help="librdkafka properties file (security.protocol, sasl.*, ssl.*) for every client."),
-        click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True,
-                     help="The keys topic (env STRONGROOM_KEYS_TOPIC)."),
-        click.option("--readers-topic", default="strongroom-key-readers", show_default=True,
-                     help="The key-readers registry topic."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def client_config(bootstrap: str, command_config: str | None) -> Any:
-    from strongroom.kafka.config import ClientConfig, read_properties_file
-
-    extra = read_properties_file(command_config) if command_config else None
-    return ClientConfig(bootstrap, extra=extra)
+    return apply_options(
+        fn,
+        [
+            kafka_options,
+            click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True,
+                         help="The keys topic (env STRONGROOM_KEYS_TOPIC)."),
+            click.option("--readers-topic", default="strongroom-key-readers", show_default=True,
+                         help="The key-readers registry topic."),
+        ],
+    )  # fmt: skip
 
 
 def load_kms(path: str | None) -> Any:
-    """A KMS from a JSON ``kms_from_config`` file (cache off: rewrap wants real calls)."""
+    """A KMS from ``--kms-config`` (cache off: rewrap wants real calls)."""
     from strongroom.kms.registry import kms_from_config
 
-    if not path:
-        raise ConfigError(
-            "this command needs the KMS that holds the keys topic's KEKs",
-            hint='pass --kms-config FILE (JSON, e.g. {"provider": "vault", "address": "...", "token": "..."}) '
-            "or set STRONGROOM_KMS_CONFIG",
-        )
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read --kms-config {path!r}: {exc}") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"--kms-config {path!r} must hold a JSON object")
+    config = load_kms_config(path)
     config.setdefault("cache", False)
     return kms_from_config(config)
-
-
-def progress_to(out: Output) -> Callable[[str, int, int], None]:
-    def report(message: str, done: int, total: int) -> None:
-        out.progress(message, done=done, total=total)
-
-    return report
 
 
 # ---------------------------------------------------------------------------------------- commands
@@ -291,13 +268,7 @@ def readers(out: Output, bootstrap: str, command_config: str | None, keys_topic:
 
 @keys.command()
 @keys_options
-@click.option(
-    "--kms-config",
-    envvar="STRONGROOM_KMS_CONFIG",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="JSON KMS configuration (env STRONGROOM_KMS_CONFIG).",
-)
+@kms_config_option
 @click.option(
     "--to-kek",
     "to_kek",
