@@ -147,7 +147,11 @@ def render_plan(plan: dict[str, Any]) -> str:
     ]
     rows = []
     for p in plan["partitions"]:
-        below = [f"{g['group']}@{g['committed']}" for g in p["groups"] if g["below_boundary"]]
+        below = [
+            f"{g['group']}@{'no offset' if g['committed'] is None else g['committed']}"
+            for g in p["groups"]
+            if g["below_boundary"]
+        ]
         rows.append(
             [p["partition"], p["log_start"], p["end"], p["boundary"], _n(p.get("lost")), _n(p.get("stragglers")),
              _n(p.get("readable_below_boundary")), p["shape"], f"{p['fetches']}/{p['fetch_budget']}",
@@ -171,9 +175,10 @@ def render_plan(plan: dict[str, Any]) -> str:
                 f"{p['searched_boundary']} (e.g. offsets {p['straggler_offsets'][:5]}); L corrected to {p['boundary']}"
             )
         if p.get("corrupt") or p.get("malformed"):
+            where = ", ".join(f"{a}-{b}" for a, b, _ in p["unreadable_other"][:5])
             lines.append(
                 f"partition {p['partition']}: {p.get('corrupt', 0)} corrupt and {p.get('malformed', 0)} malformed "
-                f"record(s) (not a KEK problem; they do not move L), e.g. offsets {p['unreadable_other_offsets'][:5]}"
+                f"record(s) (not a KEK problem; they do not move L), between offsets {where}"
             )
     lines += ["", "Remedy:"] + [f"  - {step}" for step in plan["remedy"]["steps"]]
     if "plan_file" in plan:
