@@ -84,6 +84,15 @@ def client_config(bootstrap: str, command_config: str | None) -> Any:
     return ClientConfig(bootstrap, extra=extra)
 
 
+def check_format_options(params: dict[str, Any]) -> None:
+    """Refuse a format/KMS combination before connecting to anything (Kroxylicious needs vault|aws|inmemory)."""
+    from strongroom.recovery.formats import record_format
+
+    kind = params.get("kms_kind")
+    if params["record_format"] == "kroxylicious" and not params.get("kms_config"):
+        record_format("kroxylicious", kms_kind=None if kind == "none" else kind)
+
+
 def build_kms(params: dict[str, Any]) -> Any:
     """The KMS for the options (RetryingKms inside; no DEK cache: the checker keeps verdicts only)."""
     from strongroom.kms.registry import kms_from_config
@@ -218,6 +227,7 @@ def inventory(ctx: click.Context, /, **params: Any) -> None:
     from strongroom.recovery.spark_jobs import kafka_source_options
 
     out: Output = ctx.obj
+    check_format_options(params)
     config = client_config(params["bootstrap"], params["command_config"])
     kms = build_kms(params)
     fmt = build_format(params, kms)

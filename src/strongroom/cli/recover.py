@@ -26,6 +26,7 @@ import click
 from strongroom.cli.kek import (
     build_format,
     build_kms,
+    check_format_options,
     client_config,
     format_and_kms_options,
     kafka_options,
@@ -92,6 +93,7 @@ def scan(ctx: click.Context, /, **params: Any) -> None:
     from strongroom.recovery.spark_jobs import kafka_source_options
 
     out: Output = ctx.obj
+    check_format_options(params)
     config = client_config(params["bootstrap"], params["command_config"])
     kms = build_kms(params)
     if kms is None:
