@@ -177,7 +177,12 @@ def moto_kms() -> Iterator[MotoServer]:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory, kafka_cluster: KafkaCluster) -> Iterator[SparkSession]:
+    """One small local session for the whole run.
+
+    It depends on ``kafka_cluster`` only so that it is torn down first: Spark's Python workers hold
+    Kafka clients that would otherwise keep logging reconnect attempts to a stopped broker.
+    """
     from strongroom.spark.session import build_spark_session
 
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")

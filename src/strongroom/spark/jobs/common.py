@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +23,7 @@ from strongroom.spark.kafka_sink import TransactionalSinkConfig
 from strongroom.spark.session import jvm_log
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # py4j logs every exception a foreachBatch callback raises, traceback and all; the jobs re-raise
 # those exceptions themselves as one clear error, so py4j's copy would only be noise on stderr.
 logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
@@ -49,6 +51,8 @@ class PipelineSettings:
     create_topics: bool = True
     #: How long a failing exactly-once write is retried (broker outages, NOT_ENOUGH_REPLICAS).
     write_retry_deadline_s: float = 1800.0
+    #: How long a KMS outage is waited out (key creation, wrapping-key unwraps) before the job stops.
+    kms_outage_wait_s: float = 1800.0
 
     @property
     def client(self) -> ClientConfig:
@@ -97,6 +101,30 @@ def rule_condition(rules: EncryptionRules, index: int) -> Any:
     for earlier in rules.rules[:index]:
         condition = condition & ~matches(earlier)
     return condition
+
+
+def wait_out_kms_outage(call: Callable[[], T], wait_s: float) -> T:
+    """Run ``call``, retrying while the KMS is unavailable (never mistaking an outage for a lost key).
+
+    Backoff grows to 10 s; after ``wait_s`` the job stops with a clear error and resumes from its
+    checkpoint when restarted.
+    """
+    from strongroom.kms.errors import KmsUnavailable
+
+    deadline = time.monotonic() + wait_s
+    delay = 1.0
+    while True:
+        try:
+            return call()
+        except KmsUnavailable as exc:
+            if time.monotonic() >= deadline:
+                raise PipelineError(
+                    f"the KMS has been unavailable for {wait_s:.0f}s: {exc.problem}",
+                    hint="restore the KMS; restarting the pipeline resumes where it stopped, without duplicates",
+                ) from None
+            log.warning("KMS unavailable (%s); nothing is written meanwhile, retrying in %.0fs", exc.problem, delay)
+            time.sleep(delay)
+            delay = min(10.0, delay * 2)
 
 
 def output_topics(client: ClientConfig, create: bool) -> TopicLimits:

@@ -45,6 +45,7 @@ from strongroom.spark.jobs.common import (
     kafka_stream,
     output_topics,
     rule_condition,
+    wait_out_kms_outage,
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
 from strongroom.spark.kafka_sink import write_exactly_once
@@ -96,7 +97,6 @@ class DecryptJob(StreamingJob):
         erased: Literal["drop", "mark"] = "drop",
         lost_kek_wait_s: float = 300.0,
         kek_recheck_s: float = 15.0,
-        kms_outage_wait_s: float = 1800.0,
         topic_map: dict[str, str] | None = None,
         max_pending: int = 100_000,
         pending_timeout_s: float = 600.0,
@@ -120,7 +120,6 @@ class DecryptJob(StreamingJob):
         self.erased = erased
         self.lost_kek_wait_s = lost_kek_wait_s
         self.kek_recheck_s = kek_recheck_s
-        self.kms_outage_wait_s = kms_outage_wait_s
         self.topic_map = dict(topic_map or {})
         self.sink = settings.sink(self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
@@ -248,18 +247,10 @@ class DecryptJob(StreamingJob):
     def _classify(self, pairs: Iterable[tuple[bytes, str | None]]) -> list[tuple[bytes, bytes | None, str, str | None]]:
         """Look every key up; wait out a KMS outage (``KmsUnavailable``) instead of calling keys lost."""
         held = self.pending.held_subjects()
-        deadline = time.monotonic() + self.kms_outage_wait_s
-        while True:
-            try:
-                return [self._classify_one(key_id, subject, held) for key_id, subject in pairs]
-            except KmsUnavailable as exc:
-                if time.monotonic() >= deadline:
-                    raise PipelineError(
-                        f"the KMS has been unavailable for {self.kms_outage_wait_s:.0f}s: {exc.problem}",
-                        hint="restore the KMS; restarting the pipeline resumes where it stopped",
-                    ) from None
-                log.warning("KMS unavailable (%s); waiting and retrying", exc.problem)
-                time.sleep(5)
+        return wait_out_kms_outage(
+            lambda: [self._classify_one(key_id, subject, held) for key_id, subject in pairs],
+            self.settings.kms_outage_wait_s,
+        )
 
     def _classify_one(
         self, key_id: bytes, subject: str | None, held: set[str]

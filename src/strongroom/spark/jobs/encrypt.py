@@ -36,6 +36,7 @@ from strongroom.spark.jobs.common import (
     kafka_stream,
     output_topics,
     rule_condition,
+    wait_out_kms_outage,
 )
 from strongroom.spark.kafka_sink import write_exactly_once
 from strongroom.spark.transforms import ENCRYPT_KEYS_SCHEMA, REJECTED, encrypt_frame, with_subject
@@ -125,7 +126,11 @@ class EncryptJob(StreamingJob):
         """One row per subject: its key id and DEK (the post-erasure policy's key or ``emit=False``)."""
         from strongroom.keys.manager import PolicyDecision
 
-        decided = self.keys.get_or_create(subjects) if subjects else {}
+        decided = (
+            wait_out_kms_outage(lambda: self.keys.get_or_create(subjects), self.settings.kms_outage_wait_s)
+            if subjects
+            else {}
+        )
         rows = []
         for subject, outcome in decided.items():
             if isinstance(outcome, PolicyDecision):
