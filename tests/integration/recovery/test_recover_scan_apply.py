@@ -23,7 +23,6 @@ from recovery_stack import (
 from strongroom.audit.oplog import OperationsLog
 from strongroom.kafka.config import ClientConfig
 from strongroom.recovery.kafka_io import ClusterView
-from strongroom.recovery.plan import seal_plan
 from strongroom.recovery.search import probe_budget
 
 pytestmark = pytest.mark.integration
@@ -122,7 +121,7 @@ def test_prefix_loss_scan_plan_apply(
 
 
 def test_refusals_edited_plan_other_cluster_active_group(
-    kafka_cluster: Any, openbao: Any, spark: Any, new_topic: Any, unique_name: Any,
+    kafka_cluster: Any, kafka_cluster_factory: Any, openbao: Any, spark: Any, new_topic: Any, unique_name: Any,
     vault_token: None, capsys: pytest.CaptureFixture[str], tmp_path: Path,
 ) -> None:  # fmt: skip
     bootstrap = kafka_cluster.bootstrap_servers
@@ -157,12 +156,15 @@ def test_refusals_edited_plan_other_cluster_active_group(
     code, _, err = run_cli(capsys, [*apply, "--plan", str(tmp_path / "edited.json"), "--delete-records", "--execute"])
     assert code == 1
     assert "modified after the scan" in err
-    # From another cluster (a genuine plan, correctly sealed, but another cluster id).
-    other = seal_plan({**json.loads(plan_file.read_text()), "cluster_id": "AnotherClusterId00000"})
-    (tmp_path / "other.json").write_text(json.dumps(other))
-    code, _, err = run_cli(capsys, [*apply, "--plan", str(tmp_path / "other.json"), "--delete-records", "--execute"])
+    # Applied to another cluster (same topic name there, so only the cluster id can tell).
+    other = kafka_cluster_factory(1)
+    other.create_topic(topic, 2, 1)
+    code, _, err = run_cli(
+        capsys, ["recover", "apply", "-b", other.bootstrap_servers, "--plan", str(plan_file), "--delete-records",
+                 "--execute"],
+    )  # fmt: skip
     assert code == 1
-    assert "AnotherClusterId00000" in err
+    assert f"was made on cluster {plan['cluster_id']!r}" in err
     assert "nothing was done" in err
     assert view.bounds(topic, [0, 1]) == {0: (0, 60), 1: (0, 40)}
 
