@@ -99,6 +99,10 @@ def run_scan(
 
     results = search_boundaries(bounds, probe, _judge(checker), on_round)
     search_seconds = time.monotonic() - started
+    fetches = sum(r.probes for r in results.values())
+    say(
+        f"binary search done in {search_seconds:.2f}s: {fetches} fetch(es) over {len(results)} partition(s)", None, None
+    )
 
     verification: dict[int, dict[str, Any]] = {}
     lost_keys: dict[str, Any] = {"by_kek": [], "subject_keys": 0, "subject_examples": []}

@@ -59,7 +59,7 @@ def test_prefix_loss_scan_plan_apply(
     args = ["recover", "scan", "-b", bootstrap, "--topic", topic, *vault_args(openbao), "--plan-out", str(plan_file)]
     code, plan, err = run_cli(capsys, args)
     assert code == 4, err
-    assert "binary search round" in err  # progress is shown
+    assert "binary search done" in err  # progress is shown
     parts = {p["partition"]: p for p in plan["partitions"]}
     # p0: everything below offset 120 is lost; the aborted records and marker (120-125) are invisible.
     assert parts[0]["boundary"] == 120
