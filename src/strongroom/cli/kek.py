@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
+from strongroom.cli.common import client_config, kafka_options, load_kms_config
 from strongroom.cli.output import Output, table
 from strongroom.errors import ConfigError
 
@@ -31,18 +32,6 @@ KMS_CHOICES = ["none", "local", "vault", "aws", "inmemory"]
 
 
 # ---------------------------------------------------------------------------------------- shared options
-def kafka_options(fn: F) -> F:
-    fn = click.option(
-        "--command-config", type=click.Path(exists=True, dir_okay=False), default=None,
-        help="librdkafka properties file (security.protocol, sasl.*, ssl.*) for every client.",
-    )(fn)  # fmt: skip
-    fn = click.option(
-        "--bootstrap-server", "-b", "bootstrap", envvar="STRONGROOM_BOOTSTRAP_SERVERS", required=True,
-        metavar="HOST:PORT[,...]", help="Kafka to read (env STRONGROOM_BOOTSTRAP_SERVERS).",
-    )(fn)  # fmt: skip
-    return fn
-
-
 def format_and_kms_options(fn: F) -> F:
     options = [
         click.option("--format", "record_format", type=click.Choice(["strongroom", "kroxylicious"]),
@@ -50,8 +39,9 @@ def format_and_kms_options(fn: F) -> F:
                      help="Who encrypted the records: strongroom, or the Kroxylicious record-encryption filter."),
         click.option("--kms", "kms_kind", type=click.Choice(KMS_CHOICES), default=None,
                      help="The KMS holding the KEKs (Kroxylicious records do not say which KMS wrote them)."),
-        click.option("--kms-config", type=click.Path(exists=True, dir_okay=False), default=None,
-                     help="JSON KMS configuration for strongroom's kms_from_config (overrides the options below)."),
+        click.option("--kms-config", envvar="STRONGROOM_KMS_CONFIG", type=click.Path(exists=True, dir_okay=False),
+                     default=None, help="KMS settings for kms_from_config, JSON or YAML (env STRONGROOM_KMS_CONFIG); "
+                     "overrides the options below."),
         click.option("--kms-name", default=None,
                      help="The provider name in the records' KEK references (default: the --kms kind)."),
         click.option("--vault-address", envvar=["STRONGROOM_VAULT_ADDRESS", "VAULT_ADDR"], default=None,
@@ -77,13 +67,6 @@ def format_and_kms_options(fn: F) -> F:
     return fn
 
 
-def client_config(bootstrap: str, command_config: str | None) -> Any:
-    from strongroom.kafka.config import ClientConfig, read_properties_file
-
-    extra = read_properties_file(command_config) if command_config else None
-    return ClientConfig(bootstrap, extra=extra)
-
-
 def check_format_options(params: dict[str, Any]) -> None:
     """Refuse a format/KMS combination before connecting to anything (Kroxylicious needs vault|aws|inmemory)."""
     from strongroom.recovery.formats import record_format
@@ -99,10 +82,7 @@ def build_kms(params: dict[str, Any]) -> Any:
 
     retry = {"max_attempts": params["kms_attempts"], "deadline_seconds": params["kms_deadline"]}
     if params.get("kms_config"):
-        try:
-            config = json.loads(Path(params["kms_config"]).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read --kms-config {params['kms_config']!r}: {exc}") from None
+        config = load_kms_config(params["kms_config"])
         config.setdefault("cache", False)
         config.setdefault("retry", retry)
         return kms_from_config(config)

@@ -23,13 +23,12 @@ from typing import Any
 
 import click
 
+from strongroom.cli.common import client_config, kafka_options
 from strongroom.cli.kek import (
     build_format,
     build_kms,
     check_format_options,
-    client_config,
     format_and_kms_options,
-    kafka_options,
     open_key_chain,
     progress_printer,
     spark_session,
