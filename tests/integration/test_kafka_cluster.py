@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -68,7 +69,10 @@ def test_produce_consume_and_admin_tools(
 
 
 def test_broker_restart_keeps_data(kafka_cluster_factory: Callable[..., KafkaCluster]) -> None:
-    cluster = kafka_cluster_factory(brokers=1, broker_config={"log.retention.hours": 1})
+    # A cluster id may start with "-" (1 in 64 random ids): the storage tool must not read it as an option.
+    cluster = kafka_cluster_factory(
+        brokers=1, broker_config={"log.retention.hours": 1}, cluster_id="-" + uuid.uuid4().hex[:21]
+    )
     topic = cluster.create_topic("restart-me", partitions=1, config={"cleanup.policy": "delete"})
     produce(cluster.bootstrap_servers, topic, 10)
     cluster.stop_broker(1)

@@ -110,6 +110,7 @@ class KafkaCluster:
         detached: bool = False,
         heap: str = "512m",
         version: str = KAFKA_VERSION,
+        cluster_id: str | None = None,
     ) -> None:
         if brokers < 1:
             raise StackError(f"a cluster needs at least one broker, got {brokers}", hint="pass brokers >= 1")
@@ -122,7 +123,7 @@ class KafkaCluster:
         self.heap = heap
         self.version = version
         self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix="strongroom-kafka-"))
-        self.cluster_id = _random_cluster_id()
+        self.cluster_id = cluster_id or _random_cluster_id()
         self.nodes: dict[int, KafkaNode] = {}
         self._libs: Path | None = None
         self._admin: Any = None
@@ -441,7 +442,7 @@ class KafkaCluster:
             java_executable(), "-Xmx256m",
             f"-Dlog4j2.configurationFile={resource_path('log4j2-tools.properties')}",
             "-cp", str(self._libs / "*"), "kafka.tools.StorageTool", "format",
-            "-t", self.cluster_id, "-c", str(node.properties_file),
+            f"--cluster-id={self.cluster_id}", "-c", str(node.properties_file),  # an id may start with "-"
         ]  # fmt: skip
         if not self.eligible_leader_replicas:
             cmd += ["--feature", "eligible.leader.replicas.version=0"]
