@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -99,8 +100,13 @@ def version(out: Output) -> None:
     out.result(data, lambda d: "\n".join(f"{k:16} {v}" for k, v in d.items()))
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # runs atexit hooks: servers the command started are stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI and turn errors into one line and an exit code."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
         # Without standalone mode click returns ctx.exit(code)'s code instead of raising it.

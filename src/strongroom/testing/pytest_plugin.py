@@ -18,6 +18,8 @@ Any test that uses one of the stack fixtures is marked ``integration`` automatic
 
 from __future__ import annotations
 
+import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
     from strongroom.testing.moto_server import MotoServer
     from strongroom.testing.openbao import OpenBaoServer
 
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 STACK_FIXTURES = {
     "kafka_cluster": "integration",
     "kafka_cluster3": "cluster3",
@@ -45,6 +52,10 @@ STACK_FIXTURES = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a CI timeout, `kill`) normally ends Python without running atexit hooks, which would
+    # leave the servers this session started running. Turn it into an orderly exit instead.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     for line in (
         "integration: needs the real local stack (JVM, Kafka, KMS servers)",
         "spark: needs a SparkSession (implies integration)",
