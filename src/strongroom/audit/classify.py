@@ -101,18 +101,18 @@ def dedupe_ledger(ledger: DataFrame) -> DataFrame:
     is the one acknowledged before anything went wrong; ``ledger_copies`` keeps the evidence of the
     others.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     records = ledger.filter(F.col("kind") != F.lit("range")) if "kind" in ledger.columns else ledger
-    cols = ["leader_epoch", "timestamp", "key_hash", "value_hash", "headers_hash", "key_len", "value_len", "read_at"]
-    first = F.min_by(F.struct(*[F.col(c) for c in cols]), F.col("read_at"))
+    # A window, not an aggregate: it shuffles by (topic, partition, offset) and sorts by read_at within,
+    # which is also the order the sort-merge join with the log needs - one shuffle, one sort.
+    key = Window.partitionBy("topic", "partition", "offset")
     return (
-        records.groupBy("topic", "partition", "offset")
-        .agg(
-            first.alias("first"),
-            F.count(F.lit(1)).alias("ledger_copies"),
-        )
-        .select("topic", "partition", "offset", *[F.col(f"first.{c}").alias(c) for c in cols], "ledger_copies")
+        records.withColumn("ledger_rank", F.row_number().over(key.orderBy("read_at", "leader_epoch")))
+        .withColumn("ledger_copies", F.count(F.lit(1)).over(key))
+        .filter(F.col("ledger_rank") == 1)
+        .drop("ledger_rank")
     )
 
 

@@ -23,7 +23,9 @@ content).
 Options: ``kafka.*`` (librdkafka properties: bootstrap, security), ``topics``, ``startingOffsets``,
 ``endingOffsets``, ``ranges``, ``maxRecordsPerRange`` (default 500000), ``minRanges`` (default 1),
 ``emitRanges`` (range marker rows; default false), ``isolation`` (``read_committed`` default or
-``read_uncommitted``), ``idleTimeoutSeconds`` (default 60).
+``read_uncommitted``), ``idleTimeoutSeconds`` (default 60), ``output`` (``rows``, or ``digests``:
+one row per ``chunkSize`` offsets with the digest of :mod:`strongroom.audit.digest` plus the range
+markers - the records stay in the executor).
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ class _Settings:
                 f"isolation {self.isolation!r} is not supported", hint="use read_committed or read_uncommitted"
             )
         self.idle_timeout = float(opts.get("idletimeoutseconds", "60"))
+        self.output = opts.get("output", "rows")
+        if self.output not in ("rows", "digests"):
+            raise ConfigError(f"output {self.output!r} is not supported", hint="use rows or digests")
+        self.chunk_size = int(opts.get("chunksize", "10000"))
 
     def cluster(self) -> Any:
         from strongroom.audit.kafka_state import ClusterState
@@ -123,9 +129,21 @@ class _Settings:
         return [RangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from strongroom.audit.kafka_reader import read_range
+        from strongroom.audit.kafka_reader import read_range, read_range_digests
 
         assert isinstance(partition, RangePartition)
+        if self.output == "digests":
+            yield from read_range_digests(
+                self.connection,
+                partition.topic,
+                partition.partition,
+                partition.start,
+                partition.end,
+                chunk_size=self.chunk_size,
+                isolation=self.isolation,
+                idle_timeout=self.idle_timeout,
+            )
+            return
         yield from read_range(
             self.connection,
             partition.topic,
@@ -187,6 +205,10 @@ class StrongroomKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
+        if str(self.options.get("output", "rows")).lower() == "digests":
+            from strongroom.audit.digest import DIGEST_DDL
+
+            return DIGEST_DDL
         return LOG_ROWS_DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:

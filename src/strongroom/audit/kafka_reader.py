@@ -22,11 +22,13 @@ may drop them at any time.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from hashlib import blake2b
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.hashing import DIGEST_SIZE, hash_headers
@@ -76,6 +78,111 @@ def range_marker(
     )  # fmt: skip
 
 
+class _RangeRead:
+    """The consume loop shared by the row and digest readers: yields runs of record messages of
+    ``[start, end)`` and tracks where the range really started and ended."""
+
+    def __init__(self, consumer: Any, topic: str, partition: int, start: int, end: int, *, batch_size: int,
+                 idle_timeout: float) -> None:  # fmt: skip
+        self.consumer = consumer
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.batch_size = batch_size
+        self.idle_timeout = idle_timeout
+        self.effective_start = start
+        self.actual_end = end
+
+    def runs(self) -> Iterator[tuple[list[Any], list[int]]]:
+        """``(messages, offsets)`` of consecutive records, in offset order."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        topic, partition, end = self.topic, self.partition, self.end
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, partition, self.start)])
+        done = False
+        resets = 0
+        last_progress = time.monotonic()
+        position = self.start
+        while not done:
+            try:
+                msgs = consumer.consume(num_messages=self.batch_size, timeout=0.5)
+            except KafkaException as exc:
+                raise KafkaReadError(f"reading {topic}[{partition}] at offset {position} failed: {exc}") from exc
+            if msgs:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > self.idle_timeout:
+                raise KafkaReadError(
+                    f"no progress reading {topic}[{partition}] at offset {position} (range {self.start}-{end}) "
+                    f"for {self.idle_timeout:.0f}s"
+                )
+            errors = [m.error() for m in msgs]
+            if not any(errors):
+                # The common case: a run of records. Column-wise work, no per-record branching.
+                offs: list[int] = [m.offset() for m in msgs]
+                cut = bisect_left(offs, end)  # offsets increase within a partition
+                if cut < len(msgs):
+                    msgs, offs, done = msgs[:cut], offs[:cut], True
+                if offs:
+                    position = offs[-1] + 1
+                    done = done or offs[-1] >= end - 1
+                    yield msgs, offs
+                continue
+            for i, m in enumerate(msgs):
+                err = errors[i]
+                if err is None:
+                    off: int = m.offset()
+                    if off >= end:
+                        done = True
+                        break
+                    yield [m], [off]
+                    position = off + 1
+                    if off >= end - 1:
+                        done = True
+                        break
+                    continue
+                code = err.code()
+                if code == _PARTITION_EOF:
+                    eof_at = m.offset()
+                    if eof_at is not None and eof_at >= 0:
+                        self.actual_end = max(self.effective_start, min(end, eof_at))
+                    done = True
+                    break
+                if code == _AUTO_OFFSET_RESET:
+                    # The position is outside the log: below its start (retention, deletion) or beyond
+                    # its end (the log was truncated below what we were asked to read).
+                    resets += 1
+                    if resets > 10:
+                        raise KafkaReadError(f"{topic}[{partition}] keeps rejecting offset {position} as out of range")
+                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+                    if position >= high:
+                        self.actual_end = max(self.effective_start, min(end, int(high)))
+                        done = True
+                    else:
+                        self.effective_start = max(self.effective_start, int(low))
+                        position = max(position, self.effective_start)
+                        if self.effective_start >= end:
+                            self.actual_end = self.effective_start = end
+                            done = True
+                        else:
+                            consumer.assign([TopicPartition(topic, partition, position)])
+                    break
+                if err.fatal():
+                    raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")
+                # anything else is transient (broker down, leader moving): librdkafka retries
+
+    @property
+    def first(self) -> int:
+        return min(self.effective_start, self.actual_end)
+
+
+def _consumer(connection: Mapping[str, Any], isolation: str, consumer_factory: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    return (consumer_factory or Consumer)(reader_config(connection, isolation))
+
+
 def read_range(
     connection: Mapping[str, Any],
     topic: str,
@@ -99,131 +206,102 @@ def read_range(
         if emit_range:
             yield range_marker(topic, partition, start, start, _now_ms())
         return
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    conf = reader_config(connection, isolation)
-    consumer = (consumer_factory or Consumer)(conf)
-    tp = TopicPartition(topic, partition, start)
-    effective_start = start
-    actual_end = end
+    consumer = _consumer(connection, isolation, consumer_factory)
+    reader = _RangeRead(consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout)
     try:
-        consumer.assign([tp])
         cols: dict[str, list[Any]] = {n: [] for n in ("offset", "leader_epoch", "timestamp", "timestamp_type",
                                                        "key_hash", "value_hash", "headers_hash", "key_len",
                                                        "value_len", "read_at")}  # fmt: skip
-        offsets, epochs, tss, ttypes = cols["offset"], cols["leader_epoch"], cols["timestamp"], cols["timestamp_type"]
-        khs, vhs, hhs, klens, vlens = (
-            cols["key_hash"],
-            cols["value_hash"],
-            cols["headers_hash"],
-            cols["key_len"],
-            cols["value_len"],
-        )
-        reads = cols["read_at"]
-        done = False
-        resets = 0
         n_records = n_bytes = 0
-        last_progress = time.monotonic()
-        position = start
-        while not done:
-            try:
-                msgs = consumer.consume(num_messages=batch_size, timeout=0.5)
-            except KafkaException as exc:
-                raise KafkaReadError(f"reading {topic}[{partition}] at offset {position} failed: {exc}") from exc
-            now = _now_ms()
-            n_before = len(offsets)
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    code = err.code()
-                    if code == _PARTITION_EOF:
-                        eof_at = m.offset()
-                        if eof_at is not None and eof_at >= 0:
-                            actual_end = max(effective_start, min(end, eof_at))
-                        done = True
-                        break
-                    if code == _AUTO_OFFSET_RESET:
-                        # The position is outside the log: below its start (retention, deletion) or
-                        # beyond its end (the log was truncated below what we were asked to read).
-                        resets += 1
-                        if resets > 10:
-                            raise KafkaReadError(
-                                f"{topic}[{partition}] keeps rejecting offset {position} as out of range"
-                            )
-                        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
-                        if position >= high:
-                            actual_end = max(effective_start, min(end, int(high)))
-                            done = True
-                        else:
-                            effective_start = max(effective_start, int(low))
-                            position = max(position, effective_start)
-                            if effective_start >= end:
-                                actual_end = effective_start = end
-                                done = True
-                            else:
-                                consumer.assign([TopicPartition(topic, partition, position)])
-                        break
-                    if err.fatal():
-                        raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")
-                    continue  # transient (broker down, leader moving): librdkafka retries
-                off: int = m.offset()  # type: ignore[assignment]  # always set on a record
-                if off >= end:
-                    done = True
-                    break
-                key = m.key()
-                value = m.value()
-                headers = m.headers()
-                ttype, ts = m.timestamp()
-                offsets.append(off)
-                epochs.append(m.leader_epoch())
-                tss.append(ts)
-                ttypes.append(ttype)
-                if key is None:
-                    khs.append(None)
-                    klens.append(None)
-                else:
-                    khs.append(blake2b(key, digest_size=DIGEST_SIZE).digest())
-                    klens.append(len(key))
-                if value is None:
-                    vhs.append(None)
-                    vlens.append(None)
-                else:
-                    vhs.append(blake2b(value, digest_size=DIGEST_SIZE).digest())
-                    vlens.append(len(value))
-                hhs.append(hash_headers(headers) if headers else None)  # type: ignore[arg-type]
-                position = off + 1
-                if off >= end - 1:
-                    done = True
-                    break
-            added = len(offsets) - n_before
-            if added:
-                reads.extend([now] * added)
-                last_progress = time.monotonic()
-            elif msgs:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > idle_timeout:
-                raise KafkaReadError(
-                    f"no progress reading {topic}[{partition}] at offset {position} (range {start}-{end}) "
-                    f"for {idle_timeout:.0f}s"
-                )
-            if len(offsets) >= batch_size or (done and offsets):
-                n_records += len(offsets)
-                n_bytes += sum(x for x in klens if x is not None) + sum(x for x in vlens if x is not None)
-                yield _batch(topic, partition, cols)
-                for col in cols.values():
-                    col.clear()
+
+        def flush() -> pa.RecordBatch:
+            nonlocal n_records, n_bytes
+            batch = _batch(topic, partition, cols)
+            n_records += batch.num_rows
+            n_bytes += int(pc.sum(batch.column("key_len")).as_py() or 0)
+            n_bytes += int(pc.sum(batch.column("value_len")).as_py() or 0)
+            for col in cols.values():
+                col.clear()
+            return batch
+
+        for msgs, offs in reader.runs():
+            _extend(cols, msgs, offs)
+            cols["read_at"].extend([_now_ms()] * len(offs))
+            if len(cols["offset"]) >= batch_size:
+                yield flush()
+        if cols["offset"]:
+            yield flush()
         if emit_range:
-            first = min(effective_start, actual_end)
-            yield range_marker(topic, partition, first, actual_end, _now_ms(), n_records, n_bytes)
+            yield range_marker(topic, partition, reader.first, reader.actual_end, _now_ms(), n_records, n_bytes)
     finally:
         consumer.close()
+
+
+def read_range_digests(
+    connection: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    chunk_size: int,
+    isolation: str = "read_committed",
+    batch_size: int = 20_000,
+    idle_timeout: float = 60.0,
+    consumer_factory: Any = None,
+) -> Iterator[pa.RecordBatch]:
+    """Like :func:`read_range`, but yield one digest row per chunk of ``chunk_size`` offsets (see
+    :mod:`strongroom.audit.digest`) and the range marker: the records never leave this process."""
+    from strongroom.audit.digest import DIGEST_ARROW_SCHEMA, ChunkAccumulator
+
+    acc = ChunkAccumulator(topic, partition, chunk_size)
+    if end > start:
+        consumer = _consumer(connection, isolation, consumer_factory)
+        reader = _RangeRead(consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout)
+        try:
+            pending: tuple[list[Any], list[int]] = ([], [])
+            for msgs, offs in reader.runs():
+                pending[0].extend(msgs)
+                pending[1].extend(offs)
+                if len(pending[1]) >= batch_size:
+                    acc.add(*pending)
+                    pending = ([], [])
+            if pending[1]:
+                acc.add(*pending)
+        finally:
+            consumer.close()
+        first, last = reader.first, reader.actual_end
+    else:
+        first = last = start
+    rows = acc.rows()
+    rows.append(acc.marker(first, last))
+    yield pa.RecordBatch.from_pylist(rows, schema=DIGEST_ARROW_SCHEMA)
+
+
+def _extend(cols: dict[str, list[Any]], msgs: list[Any], offs: list[int]) -> None:
+    """Append the audit columns of ``msgs`` (records only, offsets given)."""
+    b2 = blake2b
+    size = DIGEST_SIZE
+    keys = [m.key() for m in msgs]
+    values = [m.value() for m in msgs]
+    stamps = [m.timestamp() for m in msgs]
+    headers = [m.headers() for m in msgs]
+    cols["offset"].extend(offs)
+    cols["leader_epoch"].extend([m.leader_epoch() for m in msgs])
+    cols["timestamp"].extend([t[1] for t in stamps])
+    cols["timestamp_type"].extend([t[0] for t in stamps])
+    cols["key_hash"].extend([None if k is None else b2(k, digest_size=size).digest() for k in keys])
+    cols["value_hash"].extend([None if v is None else b2(v, digest_size=size).digest() for v in values])
+    cols["headers_hash"].extend([hash_headers(h) if h else None for h in headers])
+    cols["key_len"].extend([None if k is None else len(k) for k in keys])
+    cols["value_len"].extend([None if v is None else len(v) for v in values])
 
 
 def _batch(topic: str, partition: int, cols: dict[str, list[Any]]) -> pa.RecordBatch:
     n = len(cols["offset"])
     arrays = [
-        pa.array([topic] * n, pa.string()),
-        pa.array([partition] * n, pa.int32()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(cols["offset"], pa.int64()),
         pa.array(cols["leader_epoch"], pa.int32()),
         pa.array(cols["timestamp"], pa.int64()),
@@ -234,7 +312,7 @@ def _batch(topic: str, partition: int, cols: dict[str, list[Any]]) -> pa.RecordB
         pa.array(cols["key_len"], pa.int32()),
         pa.array(cols["value_len"], pa.int32()),
         pa.array(cols["read_at"], pa.int64()),
-        pa.array([KIND_RECORD] * n, pa.string()),
+        pa.repeat(pa.scalar(KIND_RECORD, pa.string()), n),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int64()),

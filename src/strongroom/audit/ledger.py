@@ -84,6 +84,11 @@ def capture_ledger(
     writer = (
         stream.writeStream.format("parquet")
         .partitionBy("topic", "kind")
+        # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
+        # pays for value/headers hashes (it does for key hashes: keys repeat).
+        .option("compression", "zstd")
+        .option("parquet.enable.dictionary#value_hash", "false")
+        .option("parquet.enable.dictionary#headers_hash", "false")
         .option("path", ledger.records)
         .option("checkpointLocation", checkpoint or ledger.checkpoint)
     )

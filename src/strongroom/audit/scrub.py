@@ -1,15 +1,19 @@
 """The scrub job: compare the ledger with the current log, classify every record, score durability.
 
-A thin I/O shell around :func:`strongroom.audit.classify.classify`:
+A thin I/O shell around pure transforms (:mod:`strongroom.audit.digest`,
+:func:`strongroom.audit.classify.classify`):
 
 1. snapshot the ledger (its file listing is fixed before anything else is looked at, so every
    ledgered offset was captured from a log that was at least that long);
 2. ask the cluster for log start offsets, stable end offsets and topic configs, and the operations
    log for recorded deletions;
-3. read the current log with the ``strongroom-kafka`` source, split into offset ranges read in the
-   executors (kept for the rest of the job, so every figure comes from one read);
-4. classify, count per (topic, partition, span, status), keep non-ok records as findings;
-5. append the counts and findings to the scrub history (Parquet) and write a JSON summary.
+3. read the whole current log once with the ``strongroom-kafka`` source (offset ranges read in the
+   executors) and reduce it to chunk digests and range markers - map-side, nothing shuffled;
+4. digest the ledger the same way; chunks that agree are ``ok`` as a whole, chunks only in the log
+   and outside the ledger's coverage are ``unledgered``;
+5. re-read only the remaining *suspect* chunks and classify them row by row (full outer join on
+   topic, partition, offset); keep non-ok records as findings;
+6. append the counts and findings to the scrub history (Parquet) and write a JSON summary.
 """
 
 from __future__ import annotations
@@ -38,19 +42,22 @@ from strongroom.audit.classify import (
     topics_rows,
 )
 from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
+from strongroom.audit.delivery import KIND_DELIVERY
+from strongroom.audit.digest import DEFAULT_CHUNK_SIZE, ChunkPlan, chunk_digests, plan_chunks
 from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.kafka_state import ClusterState, TopicState
 from strongroom.audit.ledger import coverage_ranges, ledger_topics, read_ledger, records_of
 from strongroom.audit.nines import Score
 from strongroom.audit.oplog import OperationsLog, deletion_bounds
 from strongroom.audit.progress import ProgressFn, with_progress
-from strongroom.audit.schema import KIND_RANGE
+from strongroom.audit.ranges import merge_ranges
+from strongroom.audit.schema import KIND_RANGE, KIND_RECORD
 from strongroom.audit.store import LedgerPaths
 from strongroom.audit.units import format_duration_ms
 from strongroom.kafka.config import ClientConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Estimated on-disk bytes per record beyond key and value (record and batch headers), used only
 #: to judge retention.bytes; generous, so size-based deletions are not reported as unjustified.
@@ -65,6 +72,7 @@ class ScrubOptions:
     clock_skew_ms: int = 5_000
     examples: int = 20
     write_history: bool = True
+    chunk_size: int = DEFAULT_CHUNK_SIZE
 
 
 def _iso(ms: int | None) -> str | None:
@@ -84,17 +92,27 @@ def run_scrub(
     from pyspark.sql import functions as F
 
     opts = options or ScrubOptions()
+    phases: dict[str, float] = {}
+    clock = [time.monotonic()]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - clock[0], 2)
+        clock[0] = now
+
     run_id = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
     started = time.monotonic()
     started_ms = int(time.time() * 1000)
+    chunk = opts.chunk_size
 
     # 1. the ledger snapshot
     ledger_df = read_ledger(spark, ledger)
     topics = list(opts.topics) if opts.topics else ledger_topics(ledger_df)
     if not topics:
-        summary = _summary(run_id, started_ms, started, ledger, client, opts, [], {}, {}, [], 0)
-        return summary
+        return _summary(run_id, started_ms, started, ledger, client, opts, [], {}, {}, [], 0)
     ledger_df = ledger_df.filter(F.col("topic").isin(topics))
+    ledger_records = records_of(ledger_df)
+    phase("ledger_snapshot")
 
     # 2. the cluster's facts
     cluster = ClusterState(client)
@@ -108,98 +126,216 @@ def run_scrub(
         )
     operations = OperationsLog(client).read()
     bounds = deletion_bounds(operations)
-
-    # 3. read the current log, once
     register(spark)
-    ranges = [[p.topic, p.partition, p.log_start, p.stable_end] for t in state.values() for p in t.partitions]
-    parallelism = spark.sparkContext.defaultParallelism
-    log_df = (
+    phase("cluster_state")
+
+    # 3. one pass over the current log: chunk digests and range markers computed in the executors
+    ranges = [(p.topic, p.partition, p.log_start, p.stable_end) for t in state.values() for p in t.partitions]
+    log_rows = with_progress(
+        spark,
+        "reading the log",
+        lambda: [r.asDict() for r in _read_log(spark, client, ranges, opts, digests=True).collect()],
+        progress,
+    )
+    markers = [
+        {"topic": r["topic"], "partition": r["partition"], "offset": r["min_offset"], "range_end": r["range_end"],
+         "range_records": r["range_records"], "range_bytes": r["range_bytes"]}
+        for r in log_rows if r["kind"] == KIND_RANGE
+    ]  # fmt: skip
+    log_chunks = [r for r in log_rows if r["kind"] != KIND_RANGE]
+    records_read = sum(int(r["records"]) for r in log_chunks)
+    phase("read_log")
+
+    # 4. the ledger's digests and coverage, then the verdict per chunk
+    captured = ledger_records.filter(F.col("kind") == F.lit(KIND_RECORD))
+    ledger_rows = [r.asDict() for r in chunk_digests(captured, chunk, span_ms=opts.span_ms).collect()]
+    coverage_rows = coverage_ranges(ledger_df).select("topic", "partition", "range_start", "range_end").collect()
+    coverage: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for c in coverage_rows:
+        coverage[(c.topic, int(c.partition))].append((int(c.range_start), int(c.range_end)))
+    partitions_rows = _partition_rows(state, markers)
+    plan = plan_chunks(ledger_rows, log_chunks, coverage, chunk)
+    if ledger.is_local and not any(ledger.local(ledger.deliveries).rglob("*.parquet")):
+        delivered: list[tuple[str, int, int]] = []
+    else:
+        # Producer delivery reports are checked row by row: they may disagree with what the capture saw.
+        delivered = [
+            (r.topic, int(r.partition), int(r.chunk))
+            for r in ledger_records.filter(F.col("kind") == F.lit(KIND_DELIVERY))
+            .select("topic", "partition", F.floor(F.col("offset") / F.lit(chunk)).cast("bigint").alias("chunk"))
+            .distinct()
+            .collect()
+        ]
+    plan.demote(delivered)
+    count_rows = _plan_counts(plan, ledger_rows, chunk)
+    phase("digests")
+
+    # 5. row-level classification of the suspect chunks only
+    examples: list[dict[str, Any]] = []
+    if plan.suspect:
+        suspects = spark.createDataFrame(plan.suspect, "topic STRING, partition INT, chunk BIGINT")
+        ledger_sub = (
+            ledger_records.withColumn("chunk", F.floor(F.col("offset") / F.lit(chunk)).cast("bigint"))
+            .join(F.broadcast(suspects), ["topic", "partition", "chunk"])
+            .drop("chunk")
+        )
+        log_sub = _read_log(spark, client, _suspect_ranges(plan.suspect, partitions_rows, chunk), opts).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        try:
+            reread = with_progress(
+                spark,
+                "re-reading suspect chunks",
+                lambda: (
+                    log_sub.filter(F.col("kind") == F.lit(KIND_RANGE))
+                    .select("topic", "partition", "offset", "range_end", "range_records", "range_bytes")
+                    .collect()
+                ),
+                progress,
+            )
+            partitions_rows = _partition_rows(state, markers, later=reread)
+            classified = classify(
+                ledger_sub,
+                log_sub,
+                spark.createDataFrame([r[:5] for r in partitions_rows.values()], PARTITIONS_DDL),
+                spark.createDataFrame(topics_rows((t, dict(s.config)) for t, s in state.items()), TOPICS_DDL),
+                spark.createDataFrame(
+                    [(t, p, up_to, op) for (t, p), (up_to, op) in bounds.items() if t in state], DELETIONS_DDL
+                ),
+                ClassifyParams(
+                    now_ms=int(time.time() * 1000),
+                    span_ms=opts.span_ms,
+                    clock_skew_ms=opts.clock_skew_ms,
+                    compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
+                ),
+                coverage=spark.createDataFrame(coverage_rows, COVERAGE_DDL),
+            ).persist(StorageLevel.MEMORY_AND_DISK)
+            counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), progress)
+            count_rows.extend(r.asDict() for r in counts)
+            phase("classify_suspects")
+            if any(r["status"] not in DURABLE_STATUSES and r["status"] != UNLEDGERED for r in count_rows):
+                examples = _findings(spark, ledger, classified, run_id, opts, progress)
+                phase("findings")
+            classified.unpersist()
+        finally:
+            log_sub.unpersist()
+
+    summary = _summary(
+        run_id, started_ms, started, ledger, client, opts, count_rows, state, partitions_rows, examples, records_read
+    )
+    summary["operations_considered"] = len(operations)
+    summary["chunks"] = {
+        "size": chunk,
+        "matched": plan.matched_chunks,
+        "suspect": len(plan.suspect),
+        "unledgered_only": sum(len(v) for v in plan.unledgered.values()),
+    }
+    summary["phases"] = phases
+    if opts.write_history:
+        _write_history(spark, ledger, run_id, started_ms, count_rows, summary)
+        phase("history")
+    return summary
+
+
+def _read_log(
+    spark: SparkSession,
+    client: ClientConfig,
+    ranges: Sequence[tuple[str, int, int, int]],
+    opts: ScrubOptions,
+    *,
+    digests: bool = False,
+) -> DataFrame:
+    return (
         spark.read.format(SOURCE_NAME)
         .options(
             **source_options(
                 client.bootstrap_servers,
                 client.extra,
-                ranges=json.dumps(ranges),
+                ranges=json.dumps([list(r) for r in ranges if r[3] > r[2]]),
                 emitRanges=True,
                 maxRecordsPerRange=opts.max_records_per_range,
-                minRanges=parallelism * 2,
+                minRanges=spark.sparkContext.defaultParallelism * 2,
+                output="digests" if digests else "rows",
+                chunkSize=opts.chunk_size,
             )
         )
         .load()
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    try:
-        markers = with_progress(
+
+
+def _suspect_ranges(
+    suspects: Sequence[tuple[str, int, int]], partitions_rows: dict[tuple[str, int], tuple[Any, ...]], chunk: int
+) -> list[tuple[str, int, int, int]]:
+    """Offset ranges covering the suspect chunks (adjacent chunks merged), clipped to the log."""
+    by_partition: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for topic, partition, c in suspects:
+        by_partition[(topic, partition)].append((c * chunk, (c + 1) * chunk))
+    out = []
+    for (topic, partition), spans in by_partition.items():
+        facts = partitions_rows.get((topic, partition))
+        if facts is None:
+            continue
+        log_start, log_end = int(facts[2]), int(facts[3])
+        for s, e in merge_ranges(spans):
+            s, e = max(s, log_start), min(e, log_end)
+            if e > s:
+                out.append((topic, partition, s, e))
+    return out
+
+
+def _plan_counts(plan: ChunkPlan, ledger_rows: Sequence[dict[str, Any]], chunk: int) -> list[dict[str, Any]]:
+    """Status-count rows (as :func:`status_counts` makes) for what the digests decided."""
+    rows: list[dict[str, Any]] = []
+    ranges = plan.ok_ranges
+    for (topic, partition, span), n in sorted(plan.ok_by_span.items(), key=lambda x: (x[0][0], x[0][1], x[0][2] or 0)):
+        lo, hi = ranges.get((topic, partition), (None, None))
+        rows.append({"topic": topic, "partition": partition, "span_start": span, "status": "ok", "records": n,
+                     "min_offset": lo, "max_offset": hi, "in_coverage": 0})  # fmt: skip
+    for (topic, partition), items in sorted(plan.unledgered.items()):
+        rows.append({"topic": topic, "partition": partition, "span_start": None, "status": UNLEDGERED,
+                     "records": sum(n for n, _, _ in items), "min_offset": min(lo for _, lo, _ in items),
+                     "max_offset": max(hi for _, _, hi in items), "in_coverage": 0})  # fmt: skip
+    return rows
+
+
+def _findings(
+    spark: SparkSession,
+    ledger: LedgerPaths,
+    classified: DataFrame,
+    run_id: str,
+    opts: ScrubOptions,
+    progress: ProgressFn | None,
+) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    findings = not_ok(classified).withColumn("run_id", F.lit(run_id))
+    if opts.write_history:
+        with_progress(
             spark,
-            "reading the log",
-            lambda: (
-                log_df.filter(F.col("kind") == F.lit(KIND_RANGE))
-                .select("topic", "partition", "offset", "range_end", "range_records", "range_bytes")
-                .collect()
-            ),
+            "writing findings",
+            lambda: findings.write.mode("append").partitionBy("run_id").parquet(ledger.scrub_findings),
             progress,
         )
-        partitions_rows = _partition_rows(state, markers)
-        coverage = coverage_ranges(ledger_df).select("topic", "partition", "range_start", "range_end")
-        classified = classify(
-            records_of(ledger_df),
-            log_df,
-            spark.createDataFrame([r[:5] for r in partitions_rows.values()], PARTITIONS_DDL),
-            spark.createDataFrame(topics_rows((t, dict(s.config)) for t, s in state.items()), TOPICS_DDL),
-            spark.createDataFrame(
-                [(t, p, up_to, op) for (t, p), (up_to, op) in bounds.items() if t in state], DELETIONS_DDL
-            ),
-            ClassifyParams(
-                now_ms=int(time.time() * 1000),
-                span_ms=opts.span_ms,
-                clock_skew_ms=opts.clock_skew_ms,
-                compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
-            ),
-            coverage=spark.createDataFrame(coverage.collect(), COVERAGE_DDL),
-        )
-        counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), progress)
-        count_rows = [r.asDict() for r in counts]
-        has_findings = any(r["status"] not in DURABLE_STATUSES and r["status"] != UNLEDGERED for r in count_rows)
-        examples: list[dict[str, Any]] = []
-        if has_findings:
-            findings = not_ok(classified).withColumn("run_id", F.lit(run_id))
-            if opts.write_history:
-                with_progress(
-                    spark,
-                    "writing findings",
-                    lambda: findings.write.mode("append").partitionBy("run_id").parquet(ledger.scrub_findings),
-                    progress,
-                )
-                stored = spark.read.parquet(ledger.scrub_findings).filter(F.col("run_id") == F.lit(run_id))
-            else:
-                stored = findings
-            examples = [
-                r.asDict()
-                for r in stored.filter(F.col("status") != F.lit("expired-justified"))
-                .orderBy("topic", "partition", "offset")
-                .limit(opts.examples)
-                .collect()
-            ]
-            for e in examples:
-                e.pop("run_id", None)
-    finally:
-        log_df.unpersist()
-
-    records_read = sum(int(m["range_records"] or 0) for m in markers)
-    summary = _summary(
-        run_id, started_ms, started, ledger, client, opts, count_rows, state, partitions_rows, examples, records_read
-    )
-    summary["operations_considered"] = len(operations)
-    if opts.write_history:
-        _write_history(spark, ledger, run_id, started_ms, count_rows, summary)
-    return summary
+    examples = [
+        r.asDict()
+        for r in findings.filter(F.col("status") != F.lit("expired-justified"))
+        .orderBy("topic", "partition", "offset")
+        .limit(opts.examples)
+        .collect()
+    ]
+    for e in examples:
+        e.pop("run_id", None)
+    return examples
 
 
-def _partition_rows(state: dict[str, TopicState], markers: Sequence[Any]) -> dict[tuple[str, int], tuple[Any, ...]]:
+def _partition_rows(
+    state: dict[str, TopicState], markers: Sequence[Any], *, later: Sequence[Any] = ()
+) -> dict[tuple[str, int], tuple[Any, ...]]:
     """(topic, partition, log_start, log_end, log_bytes, planned_start, planned_end) per partition.
 
     The log start is the later of what the cluster said before the read and where the reads could
-    actually start (retention may advance during a scrub); the end is where the reads ended.
+    actually start (retention may advance during a scrub, and between the pass over the whole log
+    and the re-read of suspect chunks: ``later`` markers); the end is where the first pass ended.
     """
     read_start: dict[tuple[str, int], int] = {}
     read_end: dict[tuple[str, int], int] = {}
@@ -209,11 +345,15 @@ def _partition_rows(state: dict[str, TopicState], markers: Sequence[Any]) -> dic
         read_start[key] = min(read_start.get(key, m["offset"]), m["offset"])
         read_end[key] = max(read_end.get(key, m["range_end"]), m["range_end"])
         nbytes[key] += int(m["range_bytes"] or 0) + RECORD_OVERHEAD_BYTES * int(m["range_records"] or 0)
+    later_start: dict[tuple[str, int], int] = {}
+    for m in later:
+        key = (m["topic"], int(m["partition"]))
+        later_start[key] = max(later_start.get(key, m["offset"]), m["offset"])
     rows: dict[tuple[str, int], tuple[Any, ...]] = {}
     for topic_state in state.values():
         for p in topic_state.partitions:
             key = (p.topic, p.partition)
-            log_start = max(p.log_start, read_start.get(key, p.log_start))
+            log_start = max(p.log_start, read_start.get(key, p.log_start), later_start.get(key, p.log_start))
             log_end = read_end.get(key, p.stable_end)
             rows[key] = (p.topic, p.partition, log_start, log_end, nbytes.get(key, 0), p.log_start, p.stable_end)
     return rows
@@ -325,6 +465,19 @@ _SHOWN_CONFIG = ("cleanup.policy", "retention.ms", "retention.bytes", "min.insyn
                  "unclean.leader.election.enable")  # fmt: skip
 
 
+def _counts_arrow() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [("run_id", pa.string()), ("scrubbed_at", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()),
+         ("span_start", pa.int64()), ("status", pa.string()), ("records", pa.int64()), ("min_offset", pa.int64()),
+         ("max_offset", pa.int64())]
+    )  # fmt: skip
+
+
+_COUNTS_ARROW = _counts_arrow()
+
+
 def _write_history(
     spark: SparkSession,
     ledger: LedgerPaths,
@@ -342,8 +495,19 @@ def _write_history(
          r["min_offset"], r["max_offset"])
         for r in count_rows
     ]  # fmt: skip
-    spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(ledger.scrub_counts)
     text = json.dumps(summary, indent=2, default=str)
+    if ledger.is_local:
+        # Small tables: written with pyarrow, no Spark job (same layout Spark reads back).
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        counts_dir = ledger.local(ledger.scrub_counts)
+        counts_dir.mkdir(parents=True, exist_ok=True)
+        names = [f.split()[0] for f in schema.split(", ")]
+        table = pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=_COUNTS_ARROW)
+        pq.write_table(table, counts_dir / f"part-{run_id}.parquet")
+    else:
+        spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(ledger.scrub_counts)
     if ledger.is_local:
         directory = ledger.local(ledger.scrub_summaries)
         directory.mkdir(parents=True, exist_ok=True)

@@ -52,3 +52,33 @@ def test_capture_then_scrub_clean_topic_is_perfect(
 def records_count(spark: SparkSession, ledger: LedgerPaths) -> int:
     rows = read_ledger(spark, ledger)
     return rows.filter("kind = 'record'").select("partition", "offset").distinct().count()
+
+
+def test_delivery_reports_ledger_records_the_capture_never_saw(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+) -> None:
+    from confluent_kafka import Producer, TopicPartition
+
+    from strongroom.audit.delivery import DeliveryLedger
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    client = ClientConfig(bootstrap)
+    topic = new_topic(partitions=1)
+    capture_ledger(spark, client, [topic], ledger, once=True)  # an empty capture: it saw nothing yet
+
+    deliveries = DeliveryLedger(ledger)
+    producer = Producer(client.producer())
+    for i in range(120):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=deliveries.on_delivery)
+    assert producer.flush(30) == 0
+    assert deliveries.flush() == 120
+
+    # records deleted before any capture read them: only the delivery reports know they existed
+    for fut in kafka_cluster.admin().delete_records([TopicPartition(topic, 0, 20)]).values():
+        fut.result(30)
+    capture_ledger(spark, client, [topic], ledger, once=True)  # now the capture sees offsets 20..119 too
+
+    summary = run_scrub(spark, client, ledger, ScrubOptions())
+    assert summary["counts"]["expired-unjustified"] == 20
+    assert summary["counts"]["ok"] == 100, "captured and delivered rows of one record count once"
+    assert summary["score"]["audited"] == 120
