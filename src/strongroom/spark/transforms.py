@@ -88,9 +88,6 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
         F.when(tombstone, F.lit(None))
         .when(F.col("subject").isNull(), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)"))
         .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
-        .when(
-            F.length("value") > F.lit(max_value_bytes), F.lit(f"value too large to encrypt (> {max_value_bytes} bytes)")
-        )
     )
     if rule.mode == "fields":
         reason = reason.when(~F.col("json_ok"), F.lit("value is not a JSON object (field mode)"))
