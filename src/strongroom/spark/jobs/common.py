@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -146,6 +147,16 @@ class Counters:
     by_status: dict[str, int] = field(default_factory=dict)
     written: int = 0
     replayed_skipped: int = 0
+    #: Seconds spent per phase of the batches (scan, keys, write, ...): where the time goes.
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
     def add_statuses(self, counts: Mapping[str, int]) -> None:
         for status, n in counts.items():
@@ -169,6 +180,7 @@ class Counters:
             "records": dict(sorted(self.by_status.items())),
             "written": self.written,
             "replayed_skipped": self.replayed_skipped,
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
 
 

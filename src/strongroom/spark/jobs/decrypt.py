@@ -185,7 +185,8 @@ class DecryptJob(StreamingJob):
         seen = parts[0].select("topic", "key_id", "subject")
         for part in parts[1:]:
             seen = seen.unionByName(part.select("topic", "key_id", "subject"))
-        rows = seen.distinct().collect()
+        with self.counters.phase("scan"):
+            rows = seen.distinct().collect()
         if not rows:
             return
         if self.output == "kafka":
@@ -194,7 +195,8 @@ class DecryptJob(StreamingJob):
             assert self.settings.dead_letter_topic is not None
             ensure_topics(self.topics, [(self.settings.dead_letter_topic, self.settings.dead_letter_topic)])
         pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in rows if r["key_id"] is not None}, key=repr)
-        keys = self.spark.createDataFrame(self._keys_waiting_for_lost_keks(pairs), DECRYPT_KEYS_SCHEMA)
+        with self.counters.phase("keys"):
+            keys = self.spark.createDataFrame(self._keys_waiting_for_lost_keks(pairs), DECRYPT_KEYS_SCHEMA)
         frame: DataFrame | None = None
         for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True)):
             opened = decrypt_frame(
@@ -218,7 +220,8 @@ class DecryptJob(StreamingJob):
             )
         # Pass 2: open and write, exactly once (a fatal row stops the write with its coordinates).
         try:
-            self._write(frame, batch_id)
+            with self.counters.phase("write"):
+                self._write(frame, batch_id)
         except PipelineError as exc:
             if LOST_KEY_REASON in exc.problem:
                 raise PipelineError(exc.problem, hint=LOST_KEK_HINT) from None

@@ -93,7 +93,8 @@ class EncryptJob(StreamingJob):
         seen = parts[0].select("topic", "subject")
         for part in parts[1:]:
             seen = seen.unionByName(part.select("topic", "subject"))
-        pairs = seen.distinct().collect()
+        with self.counters.phase("scan"):
+            pairs = seen.distinct().collect()
         topics = sorted({r["topic"] for r in pairs})
         if not topics:
             return
@@ -102,7 +103,8 @@ class EncryptJob(StreamingJob):
         dlq = self.settings.dead_letter_topic
         if dlq:
             ensure_topics(self.topics, [(topics[0], dlq)])
-        keys = self._keys_frame(sorted({r["subject"] for r in pairs if r["subject"] is not None}))
+        with self.counters.phase("keys"):
+            keys = self._keys_frame(sorted({r["subject"] for r in pairs if r["subject"] is not None}))
         limits = F.create_map(
             *[x for out in sorted(set(outputs.values())) for x in (F.lit(out), F.lit(self.topics.max_value_bytes(out)))]
         )
@@ -118,7 +120,8 @@ class EncryptJob(StreamingJob):
             frame = encrypted if frame is None else frame.unionByName(encrypted)
         assert frame is not None
         # Pass 2: seal and write, exactly once (a fatal row stops the write with its coordinates).
-        self.counters.add_batch(write_exactly_once(frame, self.sink))
+        with self.counters.phase("write"):
+            self.counters.add_batch(write_exactly_once(frame, self.sink))
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
 
