@@ -24,6 +24,31 @@ def strongroom(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def exercise_the_stack_from_the_command_line(state: dict[str, object]) -> None:
+    """The README's walk-through: encrypt and decrypt a topic with the stack's KMS config files."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    bootstrap = str(state["bootstrap_servers"])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(20):
+        producer.produce(
+            "orders", key=f"customer-{i % 4}".encode(), value=json.dumps({"email": f"c{i}@x", "n": i}).encode()
+        )
+    producer.flush(30)
+    kms_configs = state["kms_configs"]
+    assert isinstance(kms_configs, dict)
+    common = ["--bootstrap-server", bootstrap, "--kms-config", kms_configs["vault"], "--fields", "$.email"]
+    enc = strongroom("--output", "json", "encrypt", "--topic", "orders", *common)
+    assert enc.returncode == 0, enc.stderr[-2000:]
+    assert json.loads(enc.stdout)["records"] == {"ok": 20}
+    dec = strongroom("--output", "json", "decrypt", "--topic", "orders.enc", *common)
+    assert dec.returncode == 0, dec.stderr[-2000:]
+    assert json.loads(dec.stdout)["written"] == 20
+
+
 def test_dev_up_status_down() -> None:
     up = strongroom("--output", "json", "dev", "up")
     assert up.returncode == 0, up.stderr
@@ -39,6 +64,7 @@ def test_dev_up_status_down() -> None:
         status = json.loads(strongroom("--output", "json", "dev", "status").stdout)
         assert status["running"] is True
         assert status["kafka_answers"] is True
+        exercise_the_stack_from_the_command_line(state)
     finally:
         down = strongroom("--output", "json", "dev", "down")
     assert down.returncode == 0, down.stderr

@@ -21,6 +21,8 @@ def _render_up(d: dict[str, Any]) -> str:
         f"  OpenBao (Vault Transit)  {d['openbao']['address']}  (token file {d['openbao']['token_file']})",
         f"  local KMS keyring        {d['local_kms_path']}",
     ]
+    for name, path in d.get("kms_configs", {}).items():
+        lines.append(f"  --kms-config ({name:5})    {path}   (KEK 'strongroom-subjects', keys topic 'strongroom-keys')")
     if d.get("moto"):
         lines.append(f"  AWS KMS API (moto)       {d['moto']['endpoint_url']}")
     lines.append(f"  logs                     {d['kafka']['base_dir']}")

@@ -28,6 +28,8 @@ class DevStackState:
     local_kms_path: str
     moto: dict[str, Any] | None = None
     pids: list[int] = field(default_factory=list)
+    #: ``--kms-config`` files for the stack's KMSes (local keyring, OpenBao), each with the KEK made.
+    kms_configs: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +39,7 @@ class DevStackState:
             "local_kms_path": self.local_kms_path,
             "moto": self.moto,
             "pids": self.pids,
+            "kms_configs": self.kms_configs,
             "stop_with": "strongroom dev down",
         }
 
@@ -58,6 +61,7 @@ def load_state() -> DevStackState | None:
             local_kms_path=raw["local_kms_path"],
             moto=raw.get("moto"),
             pids=list(raw.get("pids", [])),
+            kms_configs=dict(raw.get("kms_configs", {})),
         )
     except (ValueError, KeyError) as exc:
         raise StackError(
@@ -97,6 +101,7 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
         for server in reversed(started):
             server.stop()
         raise
+    kms_configs = _prepare_keys(base, cluster.bootstrap_servers, bao)
     pids = [n["pid"] for n in cluster.describe()["nodes"] if n["pid"]]
     pids += [
         p
@@ -113,9 +118,46 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
         local_kms_path=str(base / "local-kms.json"),
         moto=moto.describe() if moto else None,
         pids=pids,
+        kms_configs=kms_configs,
     )
     state_file().write_text(json.dumps(state.to_json(), indent=2))
     return state
+
+
+SUBJECTS_KEK = "strongroom-subjects"
+
+
+def _prepare_keys(base: Path, bootstrap: str, bao: Any) -> dict[str, str]:
+    """The subjects KEK in the local keyring and in OpenBao, the keys topic, and ``--kms-config`` files."""
+    from strongroom.kafka.config import ClientConfig
+    from strongroom.keys.topic import create_keys_topic
+    from strongroom.kms.admin.local import LocalKekAdmin
+    from strongroom.kms.admin.vault import VaultKekAdmin
+    from strongroom.kms.local import LocalKms
+
+    keyring = base / "local-kms.json"
+    local = LocalKms.from_config({"path": str(keyring), "create": True})
+    try:
+        local.resolve_alias(SUBJECTS_KEK)
+    except Exception:  # noqa: BLE001 - UnknownAlias on a new keyring: make the KEK
+        LocalKekAdmin(local).create_kek(SUBJECTS_KEK)
+    transit = bao.client().secrets.transit
+    try:
+        transit.read_key(SUBJECTS_KEK)
+    except Exception:  # noqa: BLE001 - hvac InvalidPath: the key does not exist yet
+        VaultKekAdmin(bao.client()).create_kek(SUBJECTS_KEK)
+    create_keys_topic(ClientConfig(bootstrap), partitions=3)
+    configs = {
+        "local": {"provider": "local", "path": str(keyring)},
+        "vault": {"provider": "vault", "address": bao.address, "token": bao.token},
+    }
+    paths = {}
+    for name, config in configs.items():
+        path = base / f"kms-{name}.json"
+        path.write_text(json.dumps(config, indent=2))
+        path.chmod(0o600)  # the vault file holds the dev root token
+        paths[name] = str(path)
+    return paths
 
 
 def down() -> dict[str, Any]:
