@@ -11,10 +11,14 @@ Public API:
 - :class:`KeyTable` (readers): ``lookup``, ``key_lookup`` / ``key_lookup_for`` for the envelope,
   ``subject_state``, ``current_key``, ``subjects_under_kek``, ``chain_of``, ``wait_caught_up``;
 - :func:`erase` → :class:`ErasureReceipt`; :func:`erasure_status` → :class:`ErasureStatus` per subject;
+- :func:`declare_lost` / :func:`undeclare_lost` → :class:`LostReceipt`: lost markers for wrapping keys whose
+  KEK is gone (readers then raise :class:`SubjectKeyLost`, a ``SubjectErased``, for their subject keys);
 - :func:`rewrap` (KEK rotation), :func:`create_keys_topic`, :class:`SubjectExtractor`.
 """
 
 from strongroom.keys.erasure import ErasureReceipt, SubjectErasure, erase, read_subjects_file
+from strongroom.keys.errors import SubjectKeyLost
+from strongroom.keys.lost import LostReceipt, declare_lost, undeclare_lost
 from strongroom.keys.manager import DEFAULT_KEK_ALIAS, KeyManager, KeyOrDecision, PolicyDecision, PostErasurePolicy
 from strongroom.keys.murmur2 import murmur2, partition_for, subject_partition
 from strongroom.keys.readers import ReaderHeartbeat, forget_reader, read_registry
@@ -39,6 +43,7 @@ __all__ = [
     "KeyOrDecision",
     "KeyTable",
     "KeysTopic",
+    "LostReceipt",
     "MissingSubjectPolicy",
     "PolicyDecision",
     "PostErasurePolicy",
@@ -48,10 +53,12 @@ __all__ = [
     "SubjectExtractor",
     "SubjectExtractors",
     "SubjectKey",
+    "SubjectKeyLost",
     "SubjectMissingInfo",
     "SubjectState",
     "WrappingKeyPolicy",
     "create_keys_topic",
+    "declare_lost",
     "erase",
     "erasure_status",
     "forget_reader",
@@ -61,4 +68,5 @@ __all__ = [
     "read_subjects_file",
     "rewrap",
     "subject_partition",
+    "undeclare_lost",
 ]

@@ -6,6 +6,7 @@ id may appear (it is what an operator types into ``strongroom erase``), plaintex
 
 from __future__ import annotations
 
+from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import ConfigError, KeysError
 
 
@@ -64,6 +65,35 @@ class WrappingKeyUnavailable(KeysError):
     default_hint = "check the keys topic for the wrapping-key record named above (`strongroom keys inventory`)"
 
 
+class SubjectKeyLost(SubjectErased):
+    """A subject key whose wrapping key was *declared lost* (``strongroom recover mark-lost``).
+
+    A subclass of :class:`~strongroom.envelope.SubjectErased` on purpose: every reader that already
+    handles erased subjects (JSON fields become null, whole values are dropped or marked) handles
+    these the same way, deliberately — no KMS call, no waiting, no failure. Catch this class first to
+    count such records separately. ``plan_id`` is the recovery plan that declared the loss.
+    """
+
+    default_hint = (
+        "the key's KEK was lost and the operator declared its keys lost; if the KEK is restored, run "
+        "`strongroom recover unmark-lost --wk <id> --execute`"
+    )
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        hint: str | None = None,
+        key_id: bytes | None = None,
+        wk_id: bytes | None = None,
+        plan_id: str | None = None,
+    ) -> None:
+        super().__init__(problem, hint=hint)
+        self.key_id = key_id
+        self.wk_id = wk_id
+        self.plan_id = plan_id
+
+
 class SubjectMissing(KeysError):
     """A record from which no data subject could be extracted, under the ``error`` policy."""
 
@@ -95,6 +125,14 @@ class RewrapFailed(KeysError):
     """Some wrapping keys could not be rewrapped; the others were, and a rerun resumes."""
 
     default_hint = "fix the KMS problem named above and run `strongroom keys rewrap` again"
+
+
+class LostMarkingFailed(KeysError):
+    """Lost markers (or their undo) could not be written to the keys topic, or did not read back in force."""
+
+    default_hint = (
+        "nothing is half-done for readers: rerun the same command once Kafka accepts writes (it is idempotent)"
+    )
 
 
 class KeysConfigError(ConfigError):

@@ -19,6 +19,9 @@ which then applies the post-erasure policy — :data:`PostErasurePolicy.UNREADAB
 that is never stored, so the record is complete but its encrypted part is unreadable from birth),
 ``DROP`` (the pipeline drops the record), or ``NEW_KEY`` (a new generation of keys after the marker).
 
+A subject whose keys were all *declared lost* (their KEK is gone, ``strongroom recover mark-lost``) is
+not erased: it gets a new key, and "first key in partition order wins" skips keys declared lost.
+
 Nothing is returned before it is durable: a key whose record was not acknowledged is never handed out,
 and a KMS failure while making a wrapping key (e.g. :class:`~strongroom.kms.KmsUnavailable`) propagates
 before anything is written.
@@ -223,7 +226,7 @@ class KeyManager:
     def _known(self, state: SubjectState) -> KeyOrDecision | None:
         if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
             return self._decision(state.subject, state.erasure)
-        if not state.keys:
+        if state.current_key is None:  # no key, or only keys declared lost: make a new one
             return None
         key = self._unwrapped_current(state)
         if key is not None:
@@ -231,8 +234,10 @@ class KeyManager:
         return key
 
     def _unwrapped_current(self, state: SubjectState) -> SubjectKey | None:
-        """The state's current key, unwrapped; None if an erasure removed it meanwhile."""
-        info = state.keys[0]
+        """The state's current key, unwrapped; None if an erasure (or a lost marker) removed it meanwhile."""
+        info = state.current_key
+        if info is None:
+            return None
         try:
             key = self.table.lookup(info.key_id)
             if key is None:  # its wrapping-key record lives in a partition the table has not read yet
@@ -312,8 +317,8 @@ class KeyManager:
                 return self._decision(subject, erasure)
             if self.policy is not PostErasurePolicy.NEW_KEY:
                 return self._decision(subject, erasure)
-        if not state.keys:
-            return None  # our key was tombstoned by someone else; make another
+        if state.current_key is None:
+            return None  # our key was tombstoned by someone else (or declared lost); make another
         if state.current_key_id == own.key_id:
             return own
         self.counters["adopted"] += 1

@@ -5,6 +5,7 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     subject key     b"k\\0" + subject(UTF-8) + b"\\0" + key_id(16)   one per key: two keys of a subject both survive
     wrapping key    b"w\\0" + wk_id(16)                               rewrap overwrites it in place
     erasure marker  b"e\\0" + subject(UTF-8)                           "every key of this subject before me is erased"
+    lost marker     b"x\\0" + wk_id(16)                               "every subject key under this WK is lost"
     nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
     layout          b"m\\0layout"                                      partition count the topic was created with
 
@@ -21,7 +22,9 @@ value is a tombstone.
 
 Decoding is strict and never raises anything but :class:`CorruptKeyRecord`, which the key table
 counts and skips. One exception on purpose: an erasure marker whose *value* is unreadable is still
-an erasure marker (its key says so), because a damaged marker must never bring a key back.
+an erasure marker (its key says so), because a damaged marker must never bring a key back. A lost
+marker with an unreadable value is *not* applied (it is corrupt like any other record): its only
+effect is to silence failures, and a decision to skip data must be readable to count.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ MAX_SUBJECT_BYTES: Final = 4096
 SUBJECT_KEY_PREFIX: Final = b"k\x00"
 WRAPPING_KEY_PREFIX: Final = b"w\x00"
 ERASURE_PREFIX: Final = b"e\x00"
+LOST_PREFIX: Final = b"x\x00"
 NUDGE_PREFIX: Final = b"n\x00"
 LAYOUT_KEY: Final = b"m\x00layout"
 
@@ -84,6 +88,10 @@ def wrapping_key_message_key(wk_id: bytes) -> bytes:
 
 def erasure_message_key(subject: str) -> bytes:
     return ERASURE_PREFIX + check_subject(subject)
+
+
+def lost_message_key(wk_id: bytes) -> bytes:
+    return LOST_PREFIX + wk_id
 
 
 def nudge_message_key(partition: int) -> bytes:
@@ -148,6 +156,31 @@ class ErasureMarker:
 
 
 @dataclass(frozen=True, slots=True)
+class LostMarker:
+    """Wrapping key ``wk_id`` — and with it every subject key it wraps — is declared lost.
+
+    Written by ``strongroom recover mark-lost`` when the KEK that wraps the WK is gone for good: readers
+    then treat those subject keys like erased ones *on purpose* (no KMS call, no waiting, no failure)
+    instead of failing on every record. ``kek_ref`` is the KEK that was lost, ``plan_id`` the checksum
+    of the recovery plan that found the loss. The undo (the KEK came back) is a tombstone of the marker.
+    """
+
+    wk_id: bytes
+    kek_ref: str
+    reason: str
+    plan_id: str
+    declared_by: str
+    declared_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LostMarkerTombstone:
+    """The undo of a :class:`LostMarker`: the wrapping key is readable again (its KEK was restored)."""
+
+    wk_id: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class NudgeRecord:
     """A no-op record appended so the broker rolls the active segment and compaction can proceed."""
 
@@ -176,6 +209,8 @@ KeysRecord = (
     | WrappingKeyRecord
     | WrappingKeyTombstone
     | ErasureMarker
+    | LostMarker
+    | LostMarkerTombstone
     | NudgeRecord
     | LayoutRecord
     | IgnoredRecord
@@ -230,12 +265,32 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
             "requested_at": record.requested_at_ms,
         }
         return erasure_message_key(record.subject), _dumps(value)
+    if isinstance(record, LostMarker):
+        value = {
+            "v": VALUE_VERSION,
+            "type": "lost",
+            "wk_id": record.wk_id.hex(),
+            "kek_ref": record.kek_ref,
+            "reason": record.reason,
+            "plan_id": record.plan_id,
+            "declared_by": record.declared_by,
+            "declared_at": record.declared_at_ms,
+        }
+        return lost_message_key(_check_wk_id(record.wk_id)), _dumps(value)
+    if isinstance(record, LostMarkerTombstone):
+        return lost_message_key(_check_wk_id(record.wk_id)), None
     if isinstance(record, NudgeRecord):
         return nudge_message_key(record.partition), _dumps({"v": VALUE_VERSION, "type": "nudge", "at": record.at_ms})
     if isinstance(record, LayoutRecord):
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
     raise TypeError(f"not a keys-topic record: {type(record).__name__}")
+
+
+def _check_wk_id(wk_id: bytes) -> bytes:
+    if not isinstance(wk_id, bytes) or len(wk_id) != WK_ID_SIZE:
+        raise ValueError(f"a wrapping key id is {WK_ID_SIZE} bytes")
+    return wk_id
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -302,6 +357,8 @@ def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
         return _decode_marker(key, value)
     if prefix == WRAPPING_KEY_PREFIX:
         return _decode_wrapping_key(key, value)
+    if prefix == LOST_PREFIX:
+        return _decode_lost(key, value)
     if prefix == NUDGE_PREFIX:
         if value is None:
             return IgnoredRecord("nudge")
@@ -403,3 +460,25 @@ def _decode_wrapping_key(key: bytes, value: bytes | None) -> WrappingKeyRecord |
     except KmsError as exc:
         raise CorruptKeyRecord(f"field 'edek' is invalid: {exc.problem}") from None
     return WrappingKeyRecord(wk_id, edek, _int(document, "created"))
+
+
+def _decode_lost(key: bytes, value: bytes | None) -> LostMarker | LostMarkerTombstone:
+    if len(key) != 2 + WK_ID_SIZE:
+        raise CorruptKeyRecord(f"lost-marker message key of {len(key)} bytes is malformed")
+    wk_id = key[2:]
+    if value is None:
+        return LostMarkerTombstone(wk_id)
+    document = _load(value, "lost")
+    if _hex_id(document, "wk_id", WK_ID_SIZE) != wk_id:
+        raise CorruptKeyRecord("lost-marker value names another wrapping key than its message key")
+    plan_id = _str(document, "plan_id")
+    if not plan_id:
+        raise CorruptKeyRecord("lost marker has an empty plan_id")
+    return LostMarker(
+        wk_id=wk_id,
+        kek_ref=_str(document, "kek_ref"),
+        reason=_str(document, "reason"),
+        plan_id=plan_id,
+        declared_by=_str(document, "declared_by"),
+        declared_at_ms=_int(document, "declared_at"),
+    )

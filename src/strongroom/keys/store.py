@@ -22,7 +22,13 @@ Apply semantics (records must be applied in partition order):
   applies an offset twice, since offsets are stored in the same transaction as the data);
 - subject-key tombstone → the key is deleted and its id remembered as erased;
 - erasure marker at offset m → every stored key of the subject with offset < m is deleted and its id
-  remembered as erased; the marker is kept (later keys are a new generation, see the policies).
+  remembered as erased; the marker is kept (later keys are a new generation, see the policies);
+- lost marker → the wrapping key is remembered as declared lost (its subject keys stay stored: the
+  marker can be undone); its tombstone forgets that. Marker and tombstone live in the WK's partition,
+  so the later one wins.
+
+Schema 2 added lost markers. A schema-1 store was written by a strongroom that skipped lost markers
+as unknown records, so it is rebuilt from the keys topic once (like a damaged store).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ from strongroom.keys.records import (
     ErasureMarker,
     KeysRecord,
     LayoutRecord,
+    LostMarker,
+    LostMarkerTombstone,
     SubjectKeyRecord,
     SubjectKeyTombstone,
     WrappingKeyRecord,
@@ -51,7 +59,7 @@ from strongroom.keys.records import (
 )
 from strongroom.kms.api import Edek
 
-SCHEMA_VERSION: Final = "1"
+SCHEMA_VERSION: Final = "2"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -72,7 +80,12 @@ CREATE TABLE IF NOT EXISTS markers (
     request_id TEXT NOT NULL, requested_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS erased_keys (key_id BLOB PRIMARY KEY, subject TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lost_wrapping_keys (
+    wk_id BLOB PRIMARY KEY, partition INTEGER NOT NULL, offset INTEGER NOT NULL, kek_ref TEXT NOT NULL,
+    reason TEXT NOT NULL, plan_id TEXT NOT NULL, declared_by TEXT NOT NULL, declared_at INTEGER NOT NULL
+) WITHOUT ROWID;
 """
+_TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "markers", "erased_keys", "lost_wrapping_keys")
 
 _INSERT_KEY: Final = """
 INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
@@ -116,6 +129,20 @@ class StoredWrappingKey:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class StoredLost:
+    """A wrapping key declared lost, as its applied lost marker says."""
+
+    wk_id: bytes
+    partition: int
+    offset: int
+    kek_ref: str
+    reason: str
+    plan_id: str
+    declared_by: str
+    declared_at_ms: int
+
+
 @dataclass
 class ApplyEffects:
     """What a batch changed that in-memory caches must follow."""
@@ -123,6 +150,9 @@ class ApplyEffects:
     erased_key_ids: list[bytes] = field(default_factory=list)
     erased_subjects: list[str] = field(default_factory=list)
     wrapping_keys_removed: list[bytes] = field(default_factory=list)
+    #: Lost markers applied (the latest per WK) and WKs whose marker was tombstoned, in apply order.
+    lost: list[StoredLost] = field(default_factory=list)
+    found: list[bytes] = field(default_factory=list)
     layout: LayoutRecord | None = None
 
 
@@ -200,6 +230,13 @@ class KeyStore:
                 f"key store {self.path} belongs to keys topic {row[0]!r}, not {self.topic!r}",
                 hint="give each keys topic its own store path",
             )
+        else:
+            schema = db.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
+            if schema is None or schema[0] != SCHEMA_VERSION:
+                # An older store skipped record kinds it did not know (lost markers): read everything again.
+                self._clear(db)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                self.rebuilt = True
         if os.name == "posix":
             with contextlib.suppress(OSError):
                 os.chmod(self.path, 0o600)
@@ -213,11 +250,15 @@ class KeyStore:
     def reset(self) -> None:
         """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
         with self._lock:
-            self._db.execute("BEGIN")
-            for table in ("offsets", "wrapping_keys", "subject_keys", "markers", "erased_keys"):
-                self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
-            self._db.execute("COMMIT")
+            self._clear(self._db)
             self.rebuilt = True
+
+    @staticmethod
+    def _clear(db: sqlite3.Connection) -> None:
+        db.execute("BEGIN")
+        for table in _TABLES:
+            db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
+        db.execute("COMMIT")
 
     # ------------------------------------------------------------------ applying
     def next_offsets(self) -> dict[int, int]:
@@ -293,6 +334,20 @@ class KeyStore:
         elif isinstance(record, WrappingKeyTombstone):
             db.execute("DELETE FROM wrapping_keys WHERE wk_id = ?", (record.wk_id,))
             effects.wrapping_keys_removed.append(record.wk_id)
+        elif isinstance(record, LostMarker):
+            lost = StoredLost(
+                record.wk_id, partition, offset, record.kek_ref, record.reason, record.plan_id,
+                record.declared_by, record.declared_at_ms,
+            )  # fmt: skip
+            db.execute(
+                "INSERT OR REPLACE INTO lost_wrapping_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (lost.wk_id, lost.partition, lost.offset, lost.kek_ref, lost.reason, lost.plan_id,
+                 lost.declared_by, lost.declared_at_ms),
+            )  # fmt: skip
+            effects.lost.append(lost)
+        elif isinstance(record, LostMarkerTombstone):
+            db.execute("DELETE FROM lost_wrapping_keys WHERE wk_id = ?", (record.wk_id,))
+            effects.found.append(record.wk_id)
         elif isinstance(record, LayoutRecord):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
             effects.layout = record
@@ -390,6 +445,15 @@ class KeyStore:
                 ).fetchall()
             yield from (row[0] for row in rows)
 
+    def lost_wrapping_keys(self) -> list[StoredLost]:
+        """Every wrapping key whose latest lost marker is applied and not tombstoned."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT wk_id, partition, offset, kek_ref, reason, plan_id, declared_by, declared_at "
+                "FROM lost_wrapping_keys ORDER BY partition, offset"
+            ).fetchall()
+        return [StoredLost(*row) for row in rows]
+
     def keys_per_wrapping_key(self) -> dict[bytes, int]:
         with self._lock:
             return dict(self._db.execute("SELECT wk_id, count(*) FROM subject_keys GROUP BY wk_id").fetchall())
@@ -407,6 +471,7 @@ class KeyStore:
                 "wrapping_keys": db.execute("SELECT count(*) FROM wrapping_keys").fetchone()[0],
                 "erasure_markers": db.execute("SELECT count(*) FROM markers").fetchone()[0],
                 "erased_keys": db.execute("SELECT count(*) FROM erased_keys").fetchone()[0],
+                "lost_wrapping_keys": db.execute("SELECT count(*) FROM lost_wrapping_keys").fetchone()[0],
             }
 
     def pragma(self, name: str) -> object:

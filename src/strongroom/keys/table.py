@@ -16,7 +16,11 @@ Lookups answer three ways, and never confuse them:
 - not arrived yet: ``None`` from :meth:`KeyTable.lookup` (or :class:`KeyNotYetAvailable` from
   :meth:`KeyTable.key_lookup`) — buffer the record and retry.
 
-Any KMS failure (KEK disabled, deleted, KMS down) propagates: a lost KEK is never reported as erasure.
+Any KMS failure (KEK disabled, deleted, KMS down) propagates: a lost KEK is never reported as erasure
+by itself. Only when an operator has *declared* a wrapping key lost (a lost marker in the keys topic,
+``strongroom recover mark-lost``) do its subject keys answer :class:`SubjectKeyLost` — a subclass of
+``SubjectErased``, so readers skip those records deliberately, without a KMS call — until the marker
+is tombstoned (``recover unmark-lost``, after the KEK was restored).
 """
 
 from __future__ import annotations
@@ -50,12 +54,13 @@ from strongroom.keys.errors import (
     KeysConfigError,
     KeyTableClosed,
     KeyTableTimeout,
+    SubjectKeyLost,
     WrappingKeyUnavailable,
 )
 from strongroom.keys.murmur2 import subject_partition
 from strongroom.keys.readers import ReaderHeartbeat
 from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
-from strongroom.keys.store import KeyStore, StoredKey
+from strongroom.keys.store import KeyStore, StoredKey, StoredLost
 from strongroom.keys.topic import KeysTopic, create_readers_topic, now_ms
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
 from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
@@ -112,6 +117,12 @@ class KeyInfo:
     wk_id: bytes
     created_ms: int
     kek_ref: str
+    #: The plan that declared this key's wrapping key lost (None: not declared lost).
+    lost_by_plan: str | None = None
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_by_plan is not None
 
 
 @dataclass(frozen=True)
@@ -122,6 +133,8 @@ class KeyChainLink:
     subject: str
     wk_id: bytes
     edek: Edek | None
+    #: Set when the wrapping key was declared lost (``recover mark-lost``): no KMS call needed to know.
+    lost: StoredLost | None = None
 
     @property
     def kek_ref(self) -> str | None:
@@ -138,9 +151,14 @@ class SubjectState:
     erasure: ErasureInfo | None
 
     @property
+    def current_key(self) -> KeyInfo | None:
+        """First key in partition order wins — among keys not declared lost: the key every creator uses."""
+        return next((k for k in self.keys if not k.lost), None)
+
+    @property
     def current_key_id(self) -> bytes | None:
-        """First key in partition order wins: the key every creator converges on."""
-        return self.keys[0].key_id if self.keys else None
+        current = self.current_key
+        return current.key_id if current is not None else None
 
     @property
     def erased(self) -> bool:
@@ -152,7 +170,13 @@ class SubjectState:
             "partition": self.partition,
             "current_key_id": self.current_key_id.hex() if self.current_key_id else None,
             "keys": [
-                {"key_id": k.key_id.hex(), "offset": k.offset, "wrapping_key": k.wk_id.hex(), "kek_ref": k.kek_ref}
+                {
+                    "key_id": k.key_id.hex(),
+                    "offset": k.offset,
+                    "wrapping_key": k.wk_id.hex(),
+                    "kek_ref": k.kek_ref,
+                    "declared_lost_by_plan": k.lost_by_plan,
+                }
                 for k in self.keys
             ],
             "erasure": None
@@ -233,6 +257,8 @@ class KeyTable:
         self._keys_topic = KeysTopic(client, topic)
         self.partitions = self._keys_topic.partitions  # KeysTopicMissing now, not in the thread
         self.store = KeyStore(store_path, topic=topic, temp_base=temp_dir)
+        #: Wrapping keys declared lost (few: one per WK, not per subject), checked before any unwrap.
+        self._lost: dict[bytes, StoredLost] = {lost.wk_id: lost for lost in self.store.lost_wrapping_keys()}
         self.readers_topic = readers_topic
         self.reader_id = reader_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.heartbeat_interval = heartbeat_interval
@@ -257,7 +283,15 @@ class KeyTable:
         self._last_heartbeat = 0.0
         self._probe: Consumer | None = None
         self._probe_lock = threading.Lock()
-        self.stats_counters = {"records": 0, "corrupt": 0, "markers": 0, "tombstones": 0, "heartbeat_errors": 0}
+        self.stats_counters = {
+            "records": 0,
+            "corrupt": 0,
+            "markers": 0,
+            "tombstones": 0,
+            "heartbeat_errors": 0,
+            "lost_markers": 0,
+            "lost_lookups": 0,
+        }
         self.heartbeat_error: str | None = None
         if start:
             self.start()
@@ -360,6 +394,9 @@ class KeyTable:
     def lookup(self, key_id: bytes | SubjectKeyRef, subject: str | bytes | None = None) -> bytes | None:
         """The subject key, ``None`` if it has not arrived yet; :class:`SubjectErased` if it was erased.
 
+        :class:`SubjectKeyLost` (a ``SubjectErased``) if its wrapping key was declared lost: answered
+        from the table alone, without asking the KMS.
+
         Pass the record's ``subject`` when known: an unknown key of a subject with an erasure marker
         is then reported erased once the table has read that partition to its end.
         """
@@ -410,14 +447,33 @@ class KeyTable:
         stored = self.store.key(key_id)
         if stored is None:
             return None
+        lost = self._lost.get(stored.wk_id)
+        if lost is not None:
+            self.stats_counters["lost_lookups"] += 1
+            raise lost_error(key_id, stored.subject, lost)
         key = self._unwrap(stored)
         if key is None:
             return None
         with self._lock:
-            # Only cache it if no erasure removed it meanwhile (the applier evicts under this lock).
-            if self.store.key(key_id) is not None:
+            # Only cache it if no erasure or lost marker removed it meanwhile (the applier evicts under this lock).
+            if self.store.key(key_id) is not None and stored.wk_id not in self._lost:
                 self._lru.put(key_id, stored.subject, key)
         return key
+
+    def declared_lost(self, key_id: bytes | SubjectKeyRef) -> StoredLost | None:
+        """The lost marker that covers a subject key (through its wrapping key), or None.
+
+        Lets a reader that got ``SubjectErased`` from the envelope (whose key lookups answer ``None`` for
+        both) tell a declared-lost key from an erased one, e.g. to count them apart.
+        """
+        kid = key_id.key_id if isinstance(key_id, SubjectKeyRef) else key_id
+        stored = self.store.key(kid)
+        return None if stored is None else self._lost.get(stored.wk_id)
+
+    def lost_wrapping_keys(self) -> dict[bytes, StoredLost]:
+        """Every wrapping key declared lost (and not undone), with its marker."""
+        with self._lock:
+            return dict(self._lost)
 
     def _unwrap(self, stored: StoredKey) -> bytes | None:
         cipher = self._wrapping_key(stored.wk_id)
@@ -479,20 +535,27 @@ class KeyTable:
         keys = self.store.live_keys_many(wanted)
         markers = self.store.markers_many(wanted)
         states: dict[str, SubjectState] = {}
+        lost = self._lost
         for subject in wanted:
             marker = markers.get(subject)
             erasure = None
             if marker is not None:
                 erasure = ErasureInfo(marker.partition, marker.offset, marker.request_id, marker.requested_at_ms)
-            infos = tuple(KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref) for k in keys[subject])
+            infos = tuple(
+                KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)))
+                for k in keys[subject]
+            )
             partition = keys[subject][0].partition if infos else subject_partition(subject, self.partitions)
             states[subject] = SubjectState(subject, partition, infos, erasure)
         return states
 
     def current_key(self, subject: str) -> SubjectKey | None:
-        """The subject's current key (its first live key in partition order), unwrapped; None if none."""
+        """The subject's current key (its first live key in partition order that is not declared lost),
+        unwrapped; None if none."""
         self._check_alive()
         for stored in self.store.live_keys(subject):
+            if stored.wk_id in self._lost:
+                continue
             key = self._load(stored.key_id)
             if key is not None:
                 return SubjectKey(subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset)
@@ -509,6 +572,7 @@ class KeyTable:
                 "kek_ref": wk.edek.kek_ref,
                 "created_ms": wk.created_ms,
                 "subject_keys": counts.get(wk.wk_id, 0),
+                "declared_lost_by_plan": _plan_of(self._lost.get(wk.wk_id)),
             }
             for wk in self.store.wrapping_keys()
         ]
@@ -529,7 +593,9 @@ class KeyTable:
             if stored is None:
                 continue
             wk = self.store.wrapping_key(stored.wk_id)
-            links[key_id] = KeyChainLink(key_id, stored.subject, stored.wk_id, None if wk is None else wk.edek)
+            links[key_id] = KeyChainLink(
+                key_id, stored.subject, stored.wk_id, None if wk is None else wk.edek, self._lost.get(stored.wk_id)
+            )
         return links
 
     def kek_of_key(self, key_id: bytes) -> str | None:
@@ -549,6 +615,7 @@ class KeyTable:
             "applied": self.applied_offsets(),
             "lru": lru,
             "wrapping_keys_unwrapped": len(self._wks),
+            "wrapping_keys_declared_lost": len(self._lost),
             "kms_unwraps": self._wks.kms_unwraps,
             "store": {"path": str(self.store.path), "persistent": self.store.persistent, **self.store.counts()},
             "problems": list(self._problems),
@@ -595,6 +662,7 @@ class KeyTable:
             if any(stored.get(p, 0) > high for p, (_, high) in ends.items()):
                 log.warning("keys topic %s is shorter than the persistent store remembers: rebuilding", self.topic)
                 self.store.reset()
+                self._lost = {}
                 stored = {}
         with self._progress:
             for p in range(self.partitions):
@@ -656,12 +724,34 @@ class KeyTable:
                     self._lru.drop(key_id)
             for wk_id in effects.wrapping_keys_removed:
                 self._wks.forget(wk_id)
+        if effects.lost or effects.found:
+            self._apply_lost(effects.lost, effects.found)
         self.stats_counters["markers"] += len(effects.erased_subjects)
         with self._progress:
             self._applied.update(next_offsets)
             self._progress.notify_all()
         if effects.erased_subjects:
             self._heartbeat()  # let `erasure status` see the marker applied without waiting an interval
+
+    def _apply_lost(self, lost: list[StoredLost], found: list[bytes]) -> None:
+        """Follow lost markers (and their undo) in memory: evict every unwrapped key under a lost WK."""
+        current = {marker.wk_id: marker for marker in self.store.lost_wrapping_keys()}  # the store has the truth
+        newly_lost = [marker for marker in lost if marker.wk_id in current]
+        with self._lock:
+            self._lost = current
+            if newly_lost:
+                # Rare (an operator's decision): dropping every cached key is simpler than finding those of the WK.
+                self._lru.clear()
+        for marker in newly_lost:
+            self._wks.forget(marker.wk_id)
+            log.warning(
+                "wrapping key %s declared lost by plan %s (KEK %s): its subject keys now read as lost",
+                marker.wk_id.hex(), marker.plan_id, marker.kek_ref,
+            )  # fmt: skip
+        for wk_id in found:
+            if wk_id not in current:
+                log.warning("wrapping key %s is no longer declared lost: its subject keys are read again", wk_id.hex())
+        self.stats_counters["lost_markers"] += len(lost)
 
     def _decode(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> KeysRecord | None:
         try:
@@ -735,3 +825,19 @@ class KeyTable:
                 err,
             )
         self.heartbeat_error = str(err)
+
+
+def _plan_of(lost: StoredLost | None) -> str | None:
+    return None if lost is None else lost.plan_id
+
+
+def lost_error(key_id: bytes, subject: str, lost: StoredLost) -> SubjectKeyLost:
+    """The error for a subject key under a wrapping key declared lost (names the plan, never the subject)."""
+    return SubjectKeyLost(
+        f"subject key {key_id.hex()} of subject {subject_fingerprint(subject.encode('utf-8'))} was declared lost "
+        f"by plan {lost.plan_id}: its wrapping key {lost.wk_id.hex()} depends on KEK {lost.kek_ref or '(unknown)'}, "
+        f"which is lost ({lost.reason})",
+        key_id=key_id,
+        wk_id=lost.wk_id,
+        plan_id=lost.plan_id,
+    )

@@ -80,7 +80,7 @@ def test_other_values_are_versioned_json() -> None:
     ("key", "value", "message"),
     [
         (None, b"{}", "no message key"),
-        (b"x\x00what", b"{}", "unknown record kind"),
+        (b"q\x00what", b"{}", "unknown record kind"),
         (b"k\x00alice\x00" + KEY_ID, b"", "empty value"),
         (b"k\x00alice\x00" + KEY_ID, b"\xff\xfe", "version 0xff"),
         (b"k\x00alice\x00" + KEY_ID, b'{"v": 1, "type": "subject-key"}', "version 0x7b"),
