@@ -9,9 +9,11 @@ Exit codes of `recover scan`:
   4  records need a lost key and the loss is a prefix: plan written, apply it
   5  scattered loss (interleaved with readable records): plan written, do not delete a prefix
 \b
-Exit codes of `recover apply`:
-  0  dry run reported, or the action was executed, recorded and verified
-  1  refused (plan edited or from another cluster, active group, scattered loss) or failed
+Exit codes of `recover apply`, `recover mark-lost` and `recover unmark-lost`:
+  0  dry run reported, or the action was executed, recorded and verified (mark-lost: also when every
+     lost wrapping key was already declared lost)
+  1  refused (plan edited or from another cluster, active group, scattered loss for apply, prefix loss
+     or KEK not lost for mark-lost, nothing declared lost for unmark-lost) or failed
   2  usage error
 """
 
@@ -169,6 +171,15 @@ def render_plan(plan: dict[str, Any]) -> str:
     if subjects.get("count"):
         lines += ["", f"{subjects['count']} subject key(s) affected; first: "
                   + ", ".join(str(s["subject_key"]) for s in subjects["examples"][:5])]  # fmt: skip
+    wks = plan.get("lost_wrapping_keys", [])
+    if wks:
+        lines.append(f"under {len(wks)} wrapping key(s): " + ", ".join(w["wrapping_key"] for w in wks[:5]))
+    declared = plan.get("declared_lost", {})
+    if declared.get("subject_keys"):
+        lines.append(
+            f"{declared['subject_keys']} subject key(s) already declared lost ({declared['records']} record(s) "
+            "skipped by readers on purpose)"
+        )
     for p in plan["partitions"]:
         if p.get("stragglers"):
             lines.append(
@@ -276,6 +287,140 @@ def render_apply(report: dict[str, Any]) -> str:
         )
     if report.get("skipped_scattered"):
         lines.append(f"skipped (scattered loss, not a prefix): partitions {report['skipped_scattered']}")
+    if report.get("note"):
+        lines.append(report["note"])
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ mark-lost
+@recover.command("mark-lost", epilog=__doc__.split("\n\n", 1)[-1] if __doc__ else None)
+@kafka_options
+@click.option(
+    "--plan", "plan_file", type=click.Path(dir_okay=False), required=True, help="The plan written by `recover scan`."
+)
+@format_and_kms_options
+@click.option(
+    "--dry-run/--execute",
+    "dry_run",
+    default=True,
+    show_default=True,
+    help="Report what would be marked (default), or mark it.",
+)
+@click.option("--reason", default=None, help="Why, for the markers and the operations log (default: names the KEKs).")
+@click.option("--declared-by", default=None, help="Who decides (default: user@host).")
+@click.pass_context
+def mark_lost(ctx: click.Context, /, **params: Any) -> None:
+    """Scattered loss under per-subject keys: declare the plan's lost wrapping keys lost in the keys topic.
+
+    Readers (key tables, the decrypting consumer, the decrypt pipeline) then skip the affected records on
+    purpose — JSON fields become null, whole values are dropped or marked, as for erased subjects —
+    instead of failing on them. With KMS options (as for the scan) each KEK is re-checked first. Undo
+    with `recover unmark-lost` if the KEK comes back.
+    """
+    from strongroom.recovery.kafka_io import ClusterView
+    from strongroom.recovery.mark_lost import MarkLostOptions, OperationsLogLostRecorder
+    from strongroom.recovery.mark_lost import mark_lost as run_mark_lost
+    from strongroom.recovery.plan import load_plan
+
+    out: Output = ctx.obj
+    if params["record_format"] != "strongroom":
+        raise click.UsageError("mark-lost is for strongroom's per-subject keys (--format strongroom)")
+    plan = load_plan(Path(params["plan_file"]))
+    if params["keys_topic"] and plan.get("keys_topic") and params["keys_topic"] != plan["keys_topic"]:
+        raise click.UsageError(
+            f"--keys-topic {params['keys_topic']} differs from the plan's keys topic {plan['keys_topic']}"
+        )
+    config = client_config(params["bootstrap"], params["command_config"])
+    view = ClusterView(config)
+    kms = build_kms(params)
+    try:
+        recorder = None if params["dry_run"] else _lost_recorder(config, OperationsLogLostRecorder)
+        options = MarkLostOptions(
+            execute=not params["dry_run"], reason=params["reason"], declared_by=params["declared_by"]
+        )
+        report = run_mark_lost(view, config, plan, options, recorder, kms, progress=out.note)
+    finally:
+        if kms is not None:
+            kms.close()
+    out.result(report, render_lost)
+
+
+@recover.command("unmark-lost", epilog=__doc__.split("\n\n", 1)[-1] if __doc__ else None)
+@kafka_options
+@click.option(
+    "--wk",
+    "wk_ids",
+    multiple=True,
+    required=True,
+    metavar="ID",
+    help="Wrapping key id (32 hex digits) whose lost marker to undo (repeatable).",
+)
+@click.option("--keys-topic", default="strongroom-keys", show_default=True, help="The keys topic.")
+@click.option(
+    "--dry-run/--execute",
+    "dry_run",
+    default=True,
+    show_default=True,
+    help="Report what would be undone (default), or undo it.",
+)
+@click.option("--reason", default=None, help="Why, for the operations log (default: the KEK was restored).")
+@click.option("--declared-by", default=None, help="Who decides (default: user@host).")
+@click.pass_context
+def unmark_lost(ctx: click.Context, /, **params: Any) -> None:
+    """Undo `mark-lost` for wrapping keys whose KEK was restored: readers use their keys again.
+
+    Restore the KEK first: without it readers fail on these records again, as before the marking.
+    """
+    from strongroom.recovery.mark_lost import MarkLostOptions, OperationsLogLostRecorder
+    from strongroom.recovery.mark_lost import unmark_lost as run_unmark_lost
+
+    out: Output = ctx.obj
+    wk_ids = []
+    for text in params["wk_ids"]:
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raw = b""
+        if len(raw) != 16:
+            raise click.BadParameter(f"{text!r} is not a wrapping key id (32 hex digits)", param_hint="--wk")
+        wk_ids.append(raw)
+    config = client_config(params["bootstrap"], params["command_config"])
+    recorder = None if params["dry_run"] else _lost_recorder(config, OperationsLogLostRecorder)
+    options = MarkLostOptions(execute=not params["dry_run"], reason=params["reason"], declared_by=params["declared_by"])
+    report = run_unmark_lost(config, params["keys_topic"], wk_ids, options, recorder, progress=out.note)
+    out.result(report, render_lost)
+
+
+def _lost_recorder(config: Any, recorder_class: Any) -> Any:
+    from strongroom.audit.oplog import OperationsLog
+
+    oplog = OperationsLog(config)
+    oplog.ensure_topic()  # an unreachable operations log stops us before anything changes
+    return recorder_class(oplog)
+
+
+def render_lost(report: dict[str, Any]) -> str:
+    where = f" on {report['topic']}" if "topic" in report else ""
+    lines = [
+        f"{report['action']}{where} · keys topic {report['keys_topic']}" + (" (EXECUTED)" if report["executed"] else "")
+    ]
+    rows = [
+        [e["wrapping_key"], e.get("kek") or "-", e.get("kek_state", "-"), e.get("subject_keys", "-"),
+         e.get("records", "-"), e["status"]]
+        for e in report["wrapping_keys"]
+    ]  # fmt: skip
+    lines.append(table(rows, ["wrapping key", "KEK", "KEK state", "subject keys", "records", "status"]))
+    for entry in report["wrapping_keys"]:
+        if entry.get("note"):
+            lines.append(f"{entry['wrapping_key']}: {entry['note']}")
+    if "operation_id" in report:
+        lines.append(f"recorded in the operations log as {report['operation_id']}")
+    if "verified" in report and report["action"] == "mark-lost":
+        lines.append(f"read back from the keys topic: {len(report['verified'])} lost marker(s) in force as written")
+    elif "verified" in report:
+        lines.append(
+            f"read back from the keys topic: {len(report['verified'])} wrapping key(s) no longer declared lost"
+        )
     if report.get("note"):
         lines.append(report["note"])
     return "\n".join(lines)

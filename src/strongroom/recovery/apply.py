@@ -58,7 +58,7 @@ def apply_plan(
     """Check the plan against the cluster, then report (dry run) or act, record and verify."""
     say = progress or (lambda message: None)
     topic = plan["topic"]
-    _check_cluster(view, plan)
+    check_cluster(view, plan)
     if not plan["verified"]:
         raise ApplyRefused(
             "the plan is unverified (scanned with --no-verify): its counts and stragglers are unknown",
@@ -91,7 +91,7 @@ def apply_plan(
     return report
 
 
-def _check_cluster(view: ClusterView, plan: dict[str, Any]) -> None:
+def check_cluster(view: ClusterView, plan: dict[str, Any]) -> None:
     cluster_id = view.cluster_id()
     if cluster_id != plan["cluster_id"]:
         raise PlanRejected(

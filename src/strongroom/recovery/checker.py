@@ -11,6 +11,8 @@ What counts as what:
   disabled (:class:`~strongroom.kms.errors.KekNotFound`, :class:`~strongroom.kms.errors.KekDisabled`),
   or the operator named the KEK with ``--kek`` (assumed lost: a what-if before deleting it);
 * **corrupt** — the prefix does not parse, or the KMS rejects the EDEK as invalid;
+* **declared lost** — a subject key whose wrapping key an operator marked lost (``recover mark-lost``):
+  readers skip its records on purpose, so it counts as handled, like an erased key (no KMS call);
 * anything else is **not an answer**: a KMS outage (:class:`~strongroom.kms.errors.KmsUnavailable`,
   already retried by :class:`~strongroom.kms.retrying.RetryingKms`), denied access, a KMS that does
   not match the records' provider, a wrong mount. Those abort with :class:`ScanAborted` — a transient
@@ -126,6 +128,8 @@ class AvailabilityChecker:
         self._verdicts: dict[bytes, KeyVerdict] = {}
         #: subject key id → (subject fingerprint, wrapping key id hex), for reports (never the subject itself).
         self.subjects: dict[bytes, tuple[str, str]] = {}
+        #: wrapping key id hex → (KEK, plan id) of the wrapping keys found declared lost.
+        self.declared_lost: dict[str, tuple[str, str]] = {}
         self.stats = CheckerStats()
 
     # ------------------------------------------------------------------ records
@@ -269,7 +273,7 @@ class AvailabilityChecker:
         links = self.subject_keys.chain_of(ids)
         wrapping: dict[bytes, tuple[bytes, KeyDependency]] = {}
         for link in links.values():
-            if link.edek is not None and link.wk_id not in wrapping:
+            if _declared_lost(link) is None and link.edek is not None and link.wk_id not in wrapping:
                 wk_dep = KeyDependency(
                     kek=link.edek.kek_ref,
                     kek_id=link.edek.kek_id,
@@ -294,12 +298,26 @@ class AvailabilityChecker:
             key_id = dependency.subject_key_id
             assert key_id is not None
             found = links.get(key_id)
+            marker = None if found is None else _declared_lost(found)
+            if found is not None:
+                self.subjects[key_id] = (subject_fingerprint(found.subject.encode("utf-8")), found.wk_id.hex())
             if found is None:
                 verdict = KeyVerdict(
                     KeyStatus.ERASED,
                     dependency,
                     f"subject key {key_id.hex()} is not live in the keys topic (erased on purpose, or never written)",
                 )
+            elif marker is not None:
+                kek = found.edek.kek_ref if found.edek is not None else marker.kek_ref
+                provider, _, kek_id = kek.partition(":")
+                self.declared_lost[found.wk_id.hex()] = (kek, marker.plan_id)
+                verdict = KeyVerdict(
+                    KeyStatus.DECLARED_LOST,
+                    KeyDependency(kek=kek, kek_id=kek_id, provider=provider, version=None, edek=None,
+                                  subject_key_id=key_id),
+                    f"subject key {key_id.hex()} was declared lost by plan {marker.plan_id} "
+                    f"(wrapping key {found.wk_id.hex()})",
+                )  # fmt: skip
             elif found.edek is None:
                 verdict = KeyVerdict(
                     KeyStatus.LOST,
@@ -317,7 +335,6 @@ class AvailabilityChecker:
                     edek=None,
                     subject_key_id=key_id,
                 )
-                self.subjects[key_id] = (subject_fingerprint(found.subject.encode("utf-8")), found.wk_id.hex())
                 reason = wk_verdict.reason
                 if reason:
                     reason += f" (subject key {key_id.hex()} via wrapping key {found.wk_id.hex()})"
@@ -348,3 +365,17 @@ class AvailabilityChecker:
                 continue
             states[dep.kek] = state.value
         return states
+
+
+class _LostMarker(Protocol):
+    @property
+    def plan_id(self) -> str: ...
+
+    @property
+    def kek_ref(self) -> str: ...
+
+
+def _declared_lost(link: ChainLink) -> _LostMarker | None:
+    """The lost marker of a link's wrapping key (``KeyChainLink.lost``); chains without the notion have none."""
+    marker: _LostMarker | None = getattr(link, "lost", None)
+    return marker

@@ -79,6 +79,7 @@ class KeyStatus(enum.Enum):
     LOST = "lost"  # the KEK is missing, pending deletion, disabled — or assumed lost (--kek)
     CORRUPT = "corrupt"  # the prefix or EDEK does not parse or the KMS rejects it as invalid
     ERASED = "erased"  # a subject key that is gone on purpose (crypto-shredding): not a KEK loss
+    DECLARED_LOST = "declared-lost"  # a subject key under a wrapping key marked lost (recover mark-lost): handled
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +93,9 @@ class KeyVerdict:
     @property
     def readable(self) -> bool:
         """Not lost or corrupt. An erased subject key counts: its records are unreadable on purpose,
-        consumers skip them under their erasure policy, and no KEK repair concerns them."""
-        return self.status in (KeyStatus.READABLE, KeyStatus.ERASED)
+        consumers skip them under their erasure policy, and no KEK repair concerns them. So does a key
+        declared lost: readers skip its records deliberately, the remedy was already applied."""
+        return self.status in (KeyStatus.READABLE, KeyStatus.ERASED, KeyStatus.DECLARED_LOST)
 
     @property
     def kek(self) -> str:

@@ -105,7 +105,7 @@ def run_scan(
     )
 
     verification: dict[int, dict[str, Any]] = {}
-    lost_keys: dict[str, Any] = {"by_kek": [], "subject_keys": 0, "subject_examples": []}
+    lost_keys: dict[str, Any] = _no_lost_keys()
     verify_seconds = 0.0
     if options.verify:
         if spark is None or source_options is None:
@@ -133,6 +133,9 @@ def run_scan(
             "count": lost_keys["subject_keys"],
             "examples": [_with_subject(e, checker) for e in lost_keys["subject_examples"]],
         },
+        "keys_topic": getattr(checker.subject_keys, "topic", None),
+        "lost_wrapping_keys": _lost_wrapping_keys(lost_keys, checker),
+        "declared_lost": _declared_lost_summary(lost_keys, checker),
         "summary": _summary(plan_partitions),
         "timings": {"search_seconds": round(search_seconds, 3), "verify_seconds": round(verify_seconds, 3)},
         "kms_checks": checker.stats.to_dict(),
@@ -155,7 +158,7 @@ def verify_partitions(
 
     ranges = {p: (s, e) for p, (s, e) in bounds.items() if e > s}
     if not ranges:
-        return {}, {"by_kek": [], "subject_keys": 0, "subject_examples": []}
+        return {}, _no_lost_keys()
     say(f"verifying every record of {len(ranges)} partition(s) with Spark (pass 1: key prefixes)", None, None)
     records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
     groups, full = spark_jobs.prefix_groups(records, checker.format)
@@ -185,7 +188,7 @@ def verify_partitions(
     return summary, lost_keys
 
 
-_RANK = {"readable": 0, "erased": 0, "corrupt": 1, "lost": 2}
+_RANK = {"readable": 0, "erased": 0, "declared-lost": 0, "corrupt": 1, "lost": 2}
 
 
 def _group_status(group: spark_jobs_types.PrefixGroup, verdicts: Mapping[bytes, KeyVerdict]) -> str:
@@ -229,39 +232,108 @@ def _needs_subject_key(verdict: KeyVerdict) -> bool:
     return verdict.dependency is not None and verdict.dependency.subject_key_id is not None
 
 
+def _no_lost_keys() -> dict[str, Any]:
+    return {"by_kek": [], "subject_keys": 0, "subject_examples": [], "subject_records": {}, "declared_lost": {}}
+
+
 def _lost_keys(
     groups: list[spark_jobs_types.PrefixGroup],
     statuses: Mapping[tuple[bytes, ...], str],
     verdicts: Mapping[bytes, KeyVerdict],
 ) -> dict[str, Any]:
-    """Lost records per (partition, KEK) and per subject key (records, first/last offset, partitions)."""
+    """Lost records per (partition, KEK) and per subject key (records, first/last offset, partitions);
+    records under keys already declared lost, per subject key."""
     by_kek: dict[tuple[int, str], int] = {}
     subjects: dict[str, dict[str, Any]] = {}
+    declared: dict[bytes, int] = {}
     for g in groups:
+        # A record counts once per key and per KEK, however many of its fields (prefixes) use them.
+        declared_ids: set[bytes] = set()
+        for prefix in g.prefixes:
+            verdict = verdicts.get(prefix)
+            dependency = None if verdict is None else verdict.dependency
+            if verdict is not None and verdict.status is KeyStatus.DECLARED_LOST and dependency is not None:
+                declared_ids.add(dependency.subject_key_id or b"")
+        declared_ids.discard(b"")
+        for key_id in declared_ids:
+            declared[key_id] = declared.get(key_id, 0) + g.records
         if statuses.get(g.prefixes) != "lost":
             continue
+        labels: set[str] = set()
+        key_ids: set[bytes] = set()
         for prefix in g.prefixes:
             verdict = verdicts[prefix]
             if verdict.status is not KeyStatus.LOST or verdict.dependency is None:
                 continue
-            key = (g.partition, verdict.dependency.label)
-            by_kek[key] = by_kek.get(key, 0) + g.records
-            key_id = verdict.dependency.subject_key_id
-            if key_id is not None:
-                entry = subjects.setdefault(
-                    key_id.hex(), {"subject_key": key_id.hex(), "records": 0, "first": g.first, "last": g.last,
-                                   "partitions": []},
-                )  # fmt: skip
-                entry["records"] += g.records
-                entry["first"] = min(entry["first"], g.first)
-                entry["last"] = max(entry["last"], g.last)
-                if g.partition not in entry["partitions"]:
-                    entry["partitions"].append(g.partition)
+            labels.add(verdict.dependency.label)
+            if verdict.dependency.subject_key_id is not None:
+                key_ids.add(verdict.dependency.subject_key_id)
+        for label in labels:
+            by_kek[(g.partition, label)] = by_kek.get((g.partition, label), 0) + g.records
+        for key_id in key_ids:
+            entry = subjects.setdefault(
+                key_id.hex(), {"subject_key": key_id.hex(), "records": 0, "first": g.first, "last": g.last,
+                               "partitions": []},
+            )  # fmt: skip
+            entry["records"] += g.records
+            entry["first"] = min(entry["first"], g.first)
+            entry["last"] = max(entry["last"], g.last)
+            if g.partition not in entry["partitions"]:
+                entry["partitions"].append(g.partition)
     examples = sorted(subjects.values(), key=lambda e: (-e["records"], e["subject_key"]))[:50]
     return {
         "by_kek": [(p, label, n) for (p, label), n in sorted(by_kek.items())],
         "subject_keys": len(subjects),
         "subject_examples": examples,
+        "subject_records": {bytes.fromhex(k): (v["records"], v["partitions"]) for k, v in subjects.items()},
+        "declared_lost": declared,
+    }
+
+
+def _lost_wrapping_keys(lost_keys: Mapping[str, Any], checker: AvailabilityChecker) -> list[dict[str, Any]]:
+    """Every wrapping key with lost subject keys in the scanned records — complete, unlike the examples.
+
+    The unit ``recover mark-lost`` acts on: a lost KEK takes every subject key under its wrapping keys.
+    Few entries (a wrapping key wraps up to a million subject keys).
+    """
+    by_wk: dict[str, dict[str, Any]] = {}
+    kek_of: dict[bytes, str | None] = {}
+    for verdict in checker.seen().values():
+        dep = verdict.dependency
+        if verdict.status is KeyStatus.LOST and dep is not None and dep.subject_key_id is not None:
+            kek_of[dep.subject_key_id] = dep.kek if dep.kek_id else None
+    for key_id, (records, partitions) in lost_keys.get("subject_records", {}).items():
+        known = checker.subjects.get(key_id)
+        if known is None:
+            continue
+        entry = by_wk.setdefault(
+            known[1], {"wrapping_key": known[1], "kek": kek_of.get(key_id), "subject_keys": 0, "records": 0,
+                       "partitions": []},
+        )  # fmt: skip
+        entry["subject_keys"] += 1
+        entry["records"] += records
+        entry["partitions"] = sorted(set(entry["partitions"]) | set(partitions))
+    return sorted(by_wk.values(), key=lambda e: e["wrapping_key"])
+
+
+def _declared_lost_summary(lost_keys: Mapping[str, Any], checker: AvailabilityChecker) -> dict[str, Any]:
+    """Subject keys already declared lost (their records are skipped on purpose), per wrapping key."""
+    by_wk: dict[str, dict[str, Any]] = {}
+    for key_id, records in lost_keys.get("declared_lost", {}).items():
+        known = checker.subjects.get(key_id)
+        if known is None:
+            continue
+        kek, plan_id = checker.declared_lost.get(known[1], ("", ""))
+        entry = by_wk.setdefault(
+            known[1], {"wrapping_key": known[1], "kek": kek, "plan_id": plan_id, "subject_keys": 0, "records": 0}
+        )
+        entry["subject_keys"] += 1
+        entry["records"] += records
+    wrapping_keys = sorted(by_wk.values(), key=lambda e: e["wrapping_key"])
+    return {
+        "subject_keys": sum(e["subject_keys"] for e in wrapping_keys),
+        "records": sum(e["records"] for e in wrapping_keys),
+        "wrapping_keys": wrapping_keys,
     }
 
 
@@ -407,6 +479,15 @@ def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
             "deletion / enable them in the KMS first — strongroom readers resume on their own within their "
             "negative-cache TTL, nothing needs deleting."
         )
+    declared = plan.get("declared_lost", {})
+    if declared.get("subject_keys"):
+        wks = declared["wrapping_keys"]
+        steps.append(
+            f"{declared['subject_keys']} subject key(s) under {len(wks)} wrapping key(s) are already declared lost "
+            f"(plan(s) {', '.join(sorted({w['plan_id'] for w in wks}))}): readers skip their {declared['records']} "
+            "record(s) on purpose. If their KEK is restored, undo it with `strongroom recover unmark-lost --wk "
+            f"{' --wk '.join(w['wrapping_key'] for w in wks[:3])}{' ...' if len(wks) > 3 else ''} --execute`."
+        )
     if not plan["verified"]:
         steps.append("This plan is unverified (--no-verify); run the scan with verification before applying it.")
         return {"kind": "unverified", "steps": steps}
@@ -417,13 +498,17 @@ def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
         scattered = [e["partition"] for e in partitions if e["shape"] == Shape.SCATTERED]
         if plan.get("lost_subject_keys", {}).get("count"):
             count = plan["lost_subject_keys"]["count"]
+            wks = len(plan.get("lost_wrapping_keys", []))
             steps.append(
-                f"Loss is scattered across partitions {scattered}: {count} per-subject key(s) hang under a lost KEK "
-                "(listed in lost_subject_keys with their wrapping keys). Do not delete a prefix: it would destroy "
-                "readable records of other subjects. If the KEK can be restored, even for a moment, restore it and "
-                "run `strongroom keys rewrap --to-kek <new KEK>` so no wrapping key depends on it any more. "
-                "Otherwise the affected subjects' records are lost: consumers skip them under their failure policy "
-                "(they fail with KekNotFound naming the KEK), and the keys listed here are the ones to mark lost."
+                f"Loss is scattered across partitions {scattered}: {count} per-subject key(s) under {wks} wrapping "
+                "key(s) hang under a lost KEK (lost_wrapping_keys; examples in lost_subject_keys). Do not delete a "
+                "prefix: it would destroy readable records of other subjects. If the KEK can be restored, even for "
+                "a moment, restore it and run `strongroom keys rewrap --to-kek <new KEK>` so no wrapping key depends "
+                "on it any more. Otherwise declare those wrapping keys lost: `strongroom recover mark-lost --plan "
+                "PLAN.json --execute` writes a lost marker per wrapping key to the keys topic, and every reader then "
+                "skips the affected records on purpose (JSON fields become null, whole values are dropped or marked, "
+                "as for erased subjects) instead of failing with KekNotFound; new records of those subjects get new "
+                "keys. It is undone with `strongroom recover unmark-lost --wk ID --execute` if the KEK comes back."
             )
         else:
             steps.append(

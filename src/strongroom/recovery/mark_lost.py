@@ -1,0 +1,345 @@
+"""``recover mark-lost`` / ``unmark-lost``: the remedy for scattered loss under per-subject keys.
+
+A lost KEK makes the subject keys under its wrapping keys unreadable; their records are scattered
+through every partition, so deleting a prefix would destroy good data (the scan calls such partitions
+*scattered* and lists every affected wrapping key in ``lost_wrapping_keys``). The fitting remedy is
+to declare those wrapping keys lost in the keys topic (:mod:`strongroom.keys.lost`): readers then skip
+the affected records deliberately, as for erased subjects, instead of failing on each one.
+
+``mark-lost`` acts on a plan only, after the same checks as ``recover apply`` (checksum, cluster id,
+verified) and more, each before anything is written:
+
+* every lost wrapping key's KEK must be lost according to the plan (``missing``, ``pending_deletion``
+  or ``disabled`` in the KMS). A plan that only *assumed* a KEK lost (``--kek``, a what-if) while the
+  KMS has it enabled, or could not tell its state, is refused: marking would hide readable records;
+* the keys topic is read now: a wrapping key rewrapped since the scan (it names another KEK) is
+  readable again and is not marked; one already declared lost is left as it is (idempotent);
+* with KMS options, each wrapping key's EDEK is unwrapped once more: one that opens (the KEK was
+  restored meanwhile) is not marked; a KMS that does not answer aborts (never "lost" on a guess).
+
+With ``--execute`` the markers are written, recorded in the operations log (kind ``keys-mark-lost``,
+the plan's checksum as ``plan_id``), and read back. ``unmark-lost`` tombstones markers (kind
+``keys-unmark-lost``) after a KEK came back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from strongroom.errors import KmsError
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys.lost import (
+    LostReceipt,
+    WrappingKeyState,
+    declare_lost,
+    read_wrapping_key_states,
+    undeclare_lost,
+)
+from strongroom.keys.topic import KeysTopic
+from strongroom.kms.api import Kms
+from strongroom.kms.errors import EdekInvalid, KekDisabled, KekNotFound
+from strongroom.recovery.apply import check_cluster
+from strongroom.recovery.errors import ApplyRefused, PlanInvalid, PlanRejected, VerificationFailed
+from strongroom.recovery.kafka_io import ClusterView
+
+#: KEK states (as the scan recorded them) under which the KEK's keys may be declared lost.
+LOST_STATES: Final = frozenset({"missing", "pending_deletion", "disabled"})
+#: States from which the KEK can still come back: marking is allowed, but the report says so.
+RESTORABLE_STATES: Final = frozenset({"pending_deletion", "disabled"})
+MARK_KIND: Final = "keys-mark-lost"
+UNMARK_KIND: Final = "keys-unmark-lost"
+
+
+class LostRecorder(Protocol):
+    """Where mark-lost / unmark-lost are recorded (the audit's operations log in production)."""
+
+    def record_lost(self, kind: str, keys_topic: str, receipt: LostReceipt, details: dict[str, Any]) -> str: ...
+
+
+@dataclass
+class MarkLostOptions:
+    execute: bool = False
+    reason: str | None = None
+    declared_by: str | None = None
+
+
+@dataclass
+class Candidate:
+    """One wrapping key of the plan, and what mark-lost decided about it."""
+
+    wk_id: bytes
+    kek: str | None
+    kek_state: str
+    subject_keys: int
+    records: int
+    status: str = "would mark"
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "wrapping_key": self.wk_id.hex(),
+            "kek": self.kek,
+            "kek_state": self.kek_state,
+            "subject_keys": self.subject_keys,
+            "records": self.records,
+            "status": self.status,
+            "note": self.note,
+        }
+
+
+def candidates_of(plan: dict[str, Any]) -> list[Candidate]:
+    """The plan's lost wrapping keys with their KEK states; refuses plans this remedy does not fit."""
+    if not plan.get("verified"):
+        raise ApplyRefused(
+            "the plan is unverified (scanned with --no-verify): which keys are lost is not established",
+            hint="run `strongroom recover scan` with verification and use that plan",
+        )
+    if "lost_wrapping_keys" not in plan or not plan.get("keys_topic"):
+        raise PlanInvalid(
+            "the plan does not list lost wrapping keys or its keys topic (written by an older strongroom, "
+            "or scanned without --keys-topic)",
+            hint="run `strongroom recover scan --keys-topic ...` again and use the fresh plan",
+        )
+    entries = plan["lost_wrapping_keys"]
+    if not entries:
+        raise ApplyRefused(
+            f"the plan of {plan['topic']!r} has no per-subject-key loss: there is no wrapping key to declare lost",
+            hint=" ".join(plan.get("remedy", {}).get("steps", [])) or "see the plan's remedy",
+        )
+    states = {k["kek"]: str(k.get("state", "unknown")) for k in plan.get("keks", [])}
+    out: list[Candidate] = []
+    refused: list[str] = []
+    for entry in entries:
+        try:
+            wk_id = bytes.fromhex(str(entry["wrapping_key"]))
+        except (KeyError, ValueError):
+            raise PlanInvalid(f"the plan lists a lost wrapping key that is not hex: {entry!r}") from None
+        kek = entry.get("kek")
+        state = "wrapping-key record missing" if kek is None else states.get(kek, "unknown: not in the plan")
+        if kek is not None and state not in LOST_STATES:
+            refused.append(f"{kek} ({state})")
+        out.append(Candidate(wk_id, kek, state, int(entry.get("subject_keys", 0)), int(entry.get("records", 0))))
+    if refused:
+        assumed = ", ".join(plan.get("assumed_lost", [])) or "none"
+        raise PlanRejected(
+            f"the plan's KEK(s) {', '.join(sorted(set(refused)))} are not lost in the KMS (KEKs assumed lost with "
+            f"--kek: {assumed}); declaring their keys lost would hide readable records; nothing was marked",
+            hint="mark-lost is for KEKs the KMS reports missing, pending deletion or disabled; scan again once it does",
+        )
+    return out
+
+
+def mark_lost(
+    view: ClusterView,
+    client: ClientConfig,
+    plan: dict[str, Any],
+    options: MarkLostOptions,
+    recorder: LostRecorder | None,
+    kms: Kms | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Check the plan against the cluster, the keys topic and (optionally) the KMS; report or mark, record, verify."""
+    say = progress or (lambda message: None)
+    candidates = candidates_of(plan)  # refuses what does not fit before contacting anything
+    check_cluster(view, plan)
+    keys_topic = str(plan["keys_topic"])
+    topic = KeysTopic(client, keys_topic)
+    say(f"reading the wrapping keys of {len(candidates)} candidate(s) from {keys_topic}")
+    states = read_wrapping_key_states(topic, [c.wk_id for c in candidates])
+    for candidate in candidates:
+        _judge_against_topic(candidate, states[candidate.wk_id])
+    if kms is not None:
+        _judge_against_kms(kms, [c for c in candidates if c.status == "would mark"], states)
+    for candidate in candidates:
+        if candidate.status == "would mark" and candidate.kek_state in RESTORABLE_STATES:
+            restorable = (
+                f"KEK {candidate.kek} is {candidate.kek_state}: it can still be restored, which heals readers "
+                "without marking anything"
+            )
+            candidate.note = f"{candidate.note}; {restorable}" if candidate.note else restorable
+    todo = {c.wk_id: c.kek or "" for c in candidates if c.status == "would mark"}
+    report: dict[str, Any] = {
+        "action": "mark-lost",
+        "topic": plan["topic"],
+        "keys_topic": keys_topic,
+        "plan_id": plan["checksum"],
+        "executed": False,
+        "kms_checked": kms is not None,
+        "wrapping_keys": [c.to_dict() for c in candidates],
+    }
+    already = [c for c in candidates if c.status.startswith("already")]
+    if not todo:
+        if already and len(already) == len(candidates):
+            report["note"] = "every lost wrapping key of the plan is already declared lost: nothing to do"
+            return report
+        raise ApplyRefused(
+            "none of the plan's lost wrapping keys is lost any more: "
+            + "; ".join(f"{c.wk_id.hex()}: {c.status}" for c in candidates),
+            hint="run `strongroom recover scan` again: the plan is out of date",
+        )
+    if not options.execute:
+        report["note"] = f"dry run: nothing was changed; add --execute to declare {len(todo)} wrapping key(s) lost" + (
+            "" if kms is not None else " (the KEKs were not re-checked: pass the KMS options to do so)"
+        )
+        return report
+    reason = options.reason or _default_reason(plan)
+    say(f"writing {len(todo)} lost marker(s) to {keys_topic}")
+    receipt = declare_lost(
+        client, todo, plan_id=plan["checksum"], reason=reason, declared_by=options.declared_by, topic=keys_topic
+    )
+    report["executed"] = True
+    by_hex = {w.wrapping_key: w for w in receipt.written}
+    for entry in report["wrapping_keys"]:
+        written = by_hex.get(entry["wrapping_key"])
+        if written is not None:
+            entry.update(status="marked", partition=written.partition, offset=written.offset)
+    if recorder is not None:
+        details = {
+            "tool": "strongroom recover mark-lost",
+            "cluster_id": plan["cluster_id"],
+            "data_topic": plan["topic"],
+            "wrapping_keys": [e for e in report["wrapping_keys"] if e["status"] == "marked"],
+            "plan_created_at": plan.get("created_at"),
+        }
+        report["operation_id"] = _recorded(lambda: recorder.record_lost(MARK_KIND, keys_topic, receipt, details))
+    report["verified"] = {w.wrapping_key: w.offset for w in receipt.written if w.verified}
+    return report
+
+
+def _judge_against_topic(candidate: Candidate, state: WrappingKeyState) -> None:
+    if state.marker is not None:
+        candidate.status = f"already declared lost by plan {state.marker.plan_id}"
+        return
+    if candidate.kek is None:  # the scan found the WK record missing
+        if state.record is not None:
+            candidate.status = "skipped: its wrapping-key record is back in the keys topic"
+        return
+    if state.record is None:
+        candidate.status = "skipped: its wrapping-key record is no longer in the keys topic"
+        return
+    if state.record.kek_ref != candidate.kek:
+        candidate.status = f"skipped: rewrapped since the scan (now under KEK {state.record.kek_ref})"
+
+
+def _judge_against_kms(kms: Kms, candidates: Sequence[Candidate], states: dict[bytes, WrappingKeyState]) -> None:
+    """Unwrap each candidate's EDEK once more: only a KMS that says "lost" confirms the loss."""
+    checked = [(c, states[c.wk_id].record) for c in candidates if states[c.wk_id].record is not None]
+    edeks = [record.edek for _, record in checked if record is not None]
+    if not edeks:
+        return
+    try:
+        outcomes = kms.unwrap_many(edeks)
+    except KmsError as exc:
+        raise ApplyRefused(
+            f"the KMS could not re-check the KEK(s) ({type(exc).__name__}: {exc.problem}); nothing was marked",
+            hint="this is not a lost key; run mark-lost again when the KMS answers (or without the KMS options)",
+        ) from exc
+    for (candidate, _), outcome in zip(checked, outcomes, strict=True):
+        if isinstance(outcome, bytes):
+            candidate.status = "skipped: its KEK unwraps it again (restored since the scan)"
+        elif isinstance(outcome, KekNotFound | KekDisabled):
+            candidate.note = f"confirmed by the KMS: {outcome.problem}"
+        elif isinstance(outcome, EdekInvalid):
+            candidate.status = f"skipped: the KMS rejects its EDEK as invalid, not as lost ({outcome.problem})"
+        else:
+            raise ApplyRefused(
+                f"the KMS could not re-check KEK {candidate.kek} ({type(outcome).__name__}: {outcome.problem}); "
+                "nothing was marked",
+                hint="this is not a lost key; run mark-lost again when the KMS answers",
+            )
+
+
+def unmark_lost(
+    client: ClientConfig,
+    keys_topic: str,
+    wk_ids: Sequence[bytes],
+    options: MarkLostOptions,
+    recorder: LostRecorder | None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Undo lost markers (the KEK is back): report (dry run) or tombstone, record and verify."""
+    say = progress or (lambda message: None)
+    topic = KeysTopic(client, keys_topic)
+    say(f"reading the lost markers of {len(wk_ids)} wrapping key(s) from {keys_topic}")
+    states = read_wrapping_key_states(topic, wk_ids)
+    entries = []
+    todo: list[bytes] = []
+    for wk_id in dict.fromkeys(wk_ids):
+        state = states[wk_id]
+        entry: dict[str, Any] = {"wrapping_key": wk_id.hex(), "kek": state.kek_ref}
+        if state.marker is None:
+            entry["status"] = "not declared lost (nothing to undo)"
+        else:
+            entry.update(status="would unmark", plan_id=state.marker.plan_id, declared_by=state.marker.declared_by)
+            todo.append(wk_id)
+        entries.append(entry)
+    report: dict[str, Any] = {"action": "unmark-lost", "keys_topic": keys_topic, "executed": False,
+                              "wrapping_keys": entries}  # fmt: skip
+    if not todo:
+        raise ApplyRefused(
+            f"none of the wrapping keys {', '.join(w.hex() for w in wk_ids)} is declared lost in {keys_topic!r}; "
+            "nothing was changed",
+            hint="check the ids (`strongroom recover scan` lists declared-lost wrapping keys) and --keys-topic",
+        )
+    if not options.execute:
+        report["note"] = (
+            f"dry run: nothing was changed; add --execute to undo {len(todo)} lost marker(s). Readers then need the "
+            "KEK again: restore it first, or they fail on these records as before the marking"
+        )
+        return report
+    reason = options.reason or "the KEK was restored: its wrapping keys are readable again"
+    say(f"tombstoning {len(todo)} lost marker(s) in {keys_topic}")
+    receipt = undeclare_lost(client, todo, reason=reason, declared_by=options.declared_by, topic=keys_topic)
+    report["executed"] = True
+    by_hex = {w.wrapping_key: w for w in receipt.written}
+    for entry in entries:
+        written = by_hex.get(entry["wrapping_key"])
+        if written is not None:
+            entry.update(status="unmarked", partition=written.partition, offset=written.offset)
+    if recorder is not None:
+        details = {
+            "tool": "strongroom recover unmark-lost",
+            "wrapping_keys": [e for e in entries if e["status"] == "unmarked"],
+        }
+        report["operation_id"] = _recorded(lambda: recorder.record_lost(UNMARK_KIND, keys_topic, receipt, details))
+    report["verified"] = {w.wrapping_key: w.offset for w in receipt.written if w.verified}
+    return report
+
+
+def _default_reason(plan: dict[str, Any]) -> str:
+    lost = [k["kek"] for k in plan.get("keks", []) if k.get("lost")]
+    return f"KEK {', '.join(lost) or '(wrapping-key record missing)'} lost; scattered loss in {plan['topic']}"
+
+
+def _recorded(record: Callable[[], str]) -> str:
+    """Record an operation that was already carried out; a failure says that it *was* carried out."""
+    from strongroom.errors import StrongroomError
+
+    try:
+        return record()
+    except StrongroomError as exc:
+        raise VerificationFailed(
+            f"the markers WERE written, but the operations log did not take the entry: {exc.problem}",
+            hint="record it with `strongroom audit justify` (see docs/audit.md) so the audit shows who did it",
+        ) from exc
+
+
+class OperationsLogLostRecorder:
+    """Records mark-lost / unmark-lost in the durability audit's operations log (``strongroom-operations``)."""
+
+    def __init__(self, oplog: Any) -> None:
+        self.oplog = oplog
+
+    def record_lost(self, kind: str, keys_topic: str, receipt: LostReceipt, details: dict[str, Any]) -> str:
+        from strongroom.audit.oplog import Operation
+
+        operation = Operation(
+            kind=kind,
+            reason=receipt.reason,
+            topic=keys_topic,
+            plan_id=receipt.plan_id,
+            details={**details, "declared_by": receipt.declared_by, "keys_topic": keys_topic},
+        )
+        return str(self.oplog.record(operation).id)
