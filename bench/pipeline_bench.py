@@ -202,16 +202,18 @@ def main() -> None:
 
         spark = build_spark_session(app_name="bench", conf=PIPELINE_SPARK_CONF)
         spark_native_copy(spark, bootstrap, "events", "warmup", str(work / "warm"))  # JIT, workers, connector
-        base = measure("passthrough (exactly-once)", lambda: PassthroughJob(spark, settings("events", "p1"), ".copy").run(),
-                       args.records, nbytes)  # fmt: skip
+
+        def passthrough(topic: str, name: str) -> Any:
+            return lambda: PassthroughJob(spark, settings(topic, name), ".copy").run()
+
+        base = measure("passthrough (exactly-once)", passthrough("events", "p1"), args.records, nbytes)
         enc_job = EncryptJob(spark, settings("events", "enc"))
         enc = measure("encrypt", enc_job.run, args.records, nbytes)
         keys = enc_job.keys.stats()
         print(f"  encrypt phases (s): {enc_job.result()['seconds']}")
         enc_job.close()
         enc_bytes = nbytes  # compare on the plaintext volume both pipelines moved
-        dbase = measure("passthrough of encrypted", lambda: PassthroughJob(spark, settings("events.enc", "p2"), ".copy").run(),
-                        args.records, enc_bytes)  # fmt: skip
+        dbase = measure("passthrough of encrypted", passthrough("events.enc", "p2"), args.records, enc_bytes)
         dec_job = DecryptJob(spark, settings("events.enc", "dec"))
         dec = measure("decrypt", dec_job.run, args.records, enc_bytes)
         print(f"  decrypt phases (s): {dec_job.result()['seconds']}")

@@ -85,9 +85,7 @@ class DekUsage:
         """Account for ``encryptions`` more uses, or raise :class:`DekExhausted` without counting."""
         with self._lock:
             if self._count + encryptions > self.policy.max_encryptions:
-                raise DekExhausted(
-                    f"{self.label} reached its limit of {self.policy.max_encryptions} encryptions"
-                )
+                raise DekExhausted(f"{self.label} reached its limit of {self.policy.max_encryptions} encryptions")
             max_age = self.policy.max_age_seconds
             if max_age is not None and self._clock() - self._created >= max_age:
                 raise DekExhausted(f"{self.label} is older than its limit of {max_age:g} seconds")
