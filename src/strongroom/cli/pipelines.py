@@ -9,7 +9,7 @@ duplicates in Kafka output.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -100,33 +100,27 @@ def _common_options(fn: Any) -> Any:
     )
 
 
-def _rules(
-    rules_file: str | None,
-    topics: tuple[str, ...],
-    subject: str,
-    fields: str | None,
-    aad_profile: str,
-    output_topic: str | None,
-    on_reject: str | None,
-) -> Any:
+def _rules(params: dict[str, Any], *, output_topic: str | None = None, on_reject: str | None = None) -> Any:
+    """The rules from ``--rules``, or one rule for every ``--topic`` from the shorthand options."""
     from strongroom.rules import EncryptionRules
 
+    rules_file, topics = params["rules_file"], params["topics"]
     if rules_file and topics:
         raise ConfigError("pass either --rules or --topic, not both", hint="put every topic in the rules file")
     if rules_file:
         return EncryptionRules.load(rules_file)
     if not topics:
         raise click.UsageError("name the topics with --topic (repeatable) or give a --rules file")
-    source, _, where = subject.partition(":")
+    source, _, where = params["subject"].partition(":")
     subject_cfg: dict[str, Any] = {"source": source}
     if source == "header":
         subject_cfg["header"] = where
     elif source == "json":
         subject_cfg["path"] = where
-    rule: dict[str, Any] = {"subject": subject_cfg, "aad_profile": aad_profile}
-    if fields:
+    rule: dict[str, Any] = {"subject": subject_cfg, "aad_profile": params["aad_profile"]}
+    if params["fields"]:
         rule["mode"] = "fields"
-        rule["fields"] = [f.strip() for f in fields.split(",") if f.strip()]
+        rule["fields"] = [f.strip() for f in params["fields"].split(",") if f.strip()]
     if output_topic:
         rule["output_topic"] = output_topic
     if on_reject:
@@ -134,38 +128,24 @@ def _rules(
     return EncryptionRules.single(topics, **rule)
 
 
-def _settings(
-    kind: str,
-    bootstrap: str,
-    command_config: str | None,
-    rules: Any,
-    kms_config: str | None,
-    local_kms: str | None,
-    keys_topic: str,
-    checkpoint: str | None,
-    app_id: str | None,
-    dead_letter_topic: str | None,
-    starting_offsets: str,
-    continuous: bool,
-    trigger_seconds: float,
-    max_offsets_per_trigger: int | None,
-) -> Any:
+def _settings(kind: str, params: dict[str, Any], rules: Any) -> Any:
+    """PipelineSettings from the options every pipeline command shares."""
     from strongroom.spark.jobs.common import PipelineSettings
 
-    client = client_config(bootstrap, command_config)
-    checkpoint = checkpoint or default_state_dir("checkpoints", f"{kind}-{app_id or 'default'}")
+    client = client_config(params["bootstrap"], params["command_config"])
+    app_id = params["app_id"]
     return PipelineSettings(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=params["bootstrap"],
         rules=rules,
-        kms=load_kms_config(kms_config, local_keyring=local_kms),
-        checkpoint=checkpoint,
+        kms=load_kms_config(params["kms_config"], local_keyring=params["local_kms"]),
+        checkpoint=params["checkpoint"] or default_state_dir("checkpoints", f"{kind}-{app_id or 'default'}"),
         app_id=app_id,
         client_properties=dict(client.extra or {}),
-        keys_topic=keys_topic,
-        dead_letter_topic=dead_letter_topic,
-        starting_offsets=starting_offsets,  # type: ignore[arg-type]
-        max_offsets_per_trigger=max_offsets_per_trigger,
-        trigger_seconds=trigger_seconds if continuous else None,
+        keys_topic=params["keys_topic"],
+        dead_letter_topic=params["dead_letter_topic"],
+        starting_offsets=params["starting_offsets"],
+        max_offsets_per_trigger=params["max_offsets_per_trigger"],
+        trigger_seconds=params["trigger_seconds"] if params["continuous"] else None,
     )
 
 
@@ -177,22 +157,32 @@ def _session(kind: str, spark_master: str | None, spark_conf: tuple[str, ...]) -
     return build_spark_session(spark_master, app_name=f"strongroom-{kind}", conf=conf)
 
 
-def _run(out: Output, job: Any, continuous: bool) -> dict[str, Any]:
+def _run(out: Output, kind: str, params: dict[str, Any], make_job: Any) -> None:
+    """Build the session and the job, run it (once, or continuously until Ctrl-C), print the result."""
+    settings = _settings(kind, params, params.pop("_rules"))
+    spark = _session(kind, params["spark_master"], params["spark_conf"])
+
+    def progress(batch_id: int, result: dict[str, Any]) -> None:
+        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
+
+    job = make_job(spark, settings, progress)
     try:
-        if not continuous:
-            return job.run()  # type: ignore[no-any-return]
-        query = job.start()
-        out.note(f"running {job.kind} query {query.name}; stop with Ctrl-C (progress below)")
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            out.note("stopping (the next start resumes from the checkpoint) ...")
-            query.stop()
-        if job.error is not None:
-            raise job.error
-        return job.result()  # type: ignore[no-any-return]
+        if not params["continuous"]:
+            result = job.run()
+        else:
+            query = job.start()
+            out.note(f"running {kind} query {query.name}; stop with Ctrl-C (progress below)")
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                out.note("stopping (the next start resumes from the checkpoint) ...")
+                query.stop()
+            if job.error is not None:
+                raise job.error
+            result = job.result()
     finally:
         job.close()
+    out.result({"pipeline": kind, "checkpoint": settings.checkpoint, **result}, _render(kind))
 
 
 def _render(kind: str) -> Any:
@@ -229,60 +219,20 @@ def _render(kind: str) -> Any:
 )
 @_common_options
 @click.pass_obj
-def encrypt(
-    out: Output,
-    rules_file: str | None,
-    topics: tuple[str, ...],
-    subject: str,
-    fields: str | None,
-    aad_profile: str,
-    output_topic: str | None,
-    on_reject: str | None,
-    kek_alias: str,
-    post_erasure: str,
-    bootstrap: str,
-    command_config: str | None,
-    kms_config: str | None,
-    local_kms: str | None,
-    keys_topic: str,
-    checkpoint: str | None,
-    app_id: str | None,
-    dead_letter_topic: str | None,
-    starting_offsets: str,
-    continuous: bool,
-    trigger_seconds: float,
-    max_offsets_per_trigger: int | None,
-    spark_master: str | None,
-    spark_conf: tuple[str, ...],
-) -> None:
+def encrypt(out: Output, /, kek_alias: str, post_erasure: str, output_topic: str | None, on_reject: str | None,
+            **params: Any) -> None:  # fmt: skip
     """Encrypt plaintext topics into encrypted ones with per-subject keys, exactly once (Spark)."""
     from strongroom.spark.jobs.encrypt import EncryptJob
 
-    rules = _rules(rules_file, topics, subject, fields, aad_profile, output_topic, on_reject)
-    settings = _settings(
+    params["_rules"] = _rules(params, output_topic=output_topic, on_reject=on_reject)
+    _run(
+        out,
         "encrypt",
-        bootstrap,
-        command_config,
-        rules,
-        kms_config,
-        local_kms,
-        keys_topic,
-        checkpoint,
-        app_id,
-        dead_letter_topic,
-        starting_offsets,
-        continuous,
-        trigger_seconds,
-        max_offsets_per_trigger,
+        params,
+        lambda spark, settings, progress: EncryptJob(
+            spark, settings, kek_alias=kek_alias, post_erasure=post_erasure, on_batch=progress
+        ),
     )
-    spark = _session("encrypt", spark_master, spark_conf)
-
-    def progress(batch_id: int, result: dict[str, Any]) -> None:
-        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
-
-    job = EncryptJob(spark, settings, kek_alias=kek_alias, post_erasure=post_erasure, on_batch=progress)
-    result = _run(out, job, continuous)
-    out.result({"pipeline": "encrypt", "checkpoint": settings.checkpoint, **result}, _render("encrypt"))
 
 
 @click.command()
@@ -348,75 +298,31 @@ def encrypt(
 )
 @_common_options
 @click.pass_obj
-def decrypt(
-    out: Output,
-    rules_file: str | None,
-    topics: tuple[str, ...],
-    subject: str,
-    fields: str | None,
-    aad_profile: str,
-    output_kind: str,
-    output_path: str | None,
-    output_topic: str,
-    on_failure: str,
-    erased: str,
-    lost_kek_wait: float,
-    topic_map: tuple[str, ...],
-    max_pending: int,
-    pending_timeout: float,
-    bootstrap: str,
-    command_config: str | None,
-    kms_config: str | None,
-    local_kms: str | None,
-    keys_topic: str,
-    checkpoint: str | None,
-    app_id: str | None,
-    dead_letter_topic: str | None,
-    starting_offsets: str,
-    continuous: bool,
-    trigger_seconds: float,
-    max_offsets_per_trigger: int | None,
-    spark_master: str | None,
-    spark_conf: tuple[str, ...],
-) -> None:
+def decrypt(out: Output, /, output_kind: Literal["kafka", "parquet", "console"], output_path: str | None,
+            output_topic: str, on_failure: Literal["fail", "dead-letter", "skip"], erased: Literal["drop", "mark"],
+            lost_kek_wait: float, topic_map: tuple[str, ...], max_pending: int, pending_timeout: float,
+            **params: Any) -> None:  # fmt: skip
     """Decrypt encrypted topics to Kafka (exactly once), Parquet or the console (Spark)."""
     from strongroom.spark.jobs.decrypt import DecryptJob
 
-    rules = _rules(rules_file, topics, subject, fields, aad_profile, None, None)
-    settings = _settings(
+    params["_rules"] = _rules(params)
+    mapping = parse_pairs(topic_map, "--topic-map")
+    _run(
+        out,
         "decrypt",
-        bootstrap,
-        command_config,
-        rules,
-        kms_config,
-        local_kms,
-        keys_topic,
-        checkpoint,
-        app_id,
-        dead_letter_topic,
-        starting_offsets,
-        continuous,
-        trigger_seconds,
-        max_offsets_per_trigger,
+        params,
+        lambda spark, settings, progress: DecryptJob(
+            spark,
+            settings,
+            output=output_kind,
+            output_path=output_path,
+            output_topic=output_topic,
+            on_failure=on_failure,
+            erased=erased,
+            lost_kek_wait_s=lost_kek_wait,
+            topic_map=mapping,
+            max_pending=max_pending,
+            pending_timeout_s=pending_timeout,
+            on_batch=progress,
+        ),
     )
-    spark = _session("decrypt", spark_master, spark_conf)
-
-    def progress(batch_id: int, result: dict[str, Any]) -> None:
-        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
-
-    job = DecryptJob(
-        spark,
-        settings,
-        output=output_kind,  # type: ignore[arg-type]  # click.Choice guarantees the literal
-        output_path=output_path,
-        output_topic=output_topic,
-        on_failure=on_failure,  # type: ignore[arg-type]
-        erased=erased,  # type: ignore[arg-type]
-        lost_kek_wait_s=lost_kek_wait,
-        topic_map=parse_pairs(topic_map, "--topic-map"),
-        max_pending=max_pending,
-        pending_timeout_s=pending_timeout,
-        on_batch=progress,
-    )
-    result = _run(out, job, continuous)
-    out.result({"pipeline": "decrypt", "checkpoint": settings.checkpoint, **result}, _render("decrypt"))
