@@ -141,7 +141,8 @@ def main() -> int:
             raw_rates.append(raw)
             scrub_rates.append(scrub)
             print(f"round {round_ + 1}: raw read {raw:,.0f} records/s; scrub {scrub:,.0f} records/s "
-                  f"({scrub_s:.1f}s, score {summary['score']['display']})")  # fmt: skip
+                  f"({scrub_s:.1f}s, score {summary['score']['display']}, chunks {summary['chunks']}, "
+                  f"phases {summary['phases']})")  # fmt: skip
         raw, scrub = max(raw_rates), max(scrub_rates)
 
         # capture lag while producing at 50k records/s

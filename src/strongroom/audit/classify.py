@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strongroom.audit.schema import RECORD_KINDS
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -104,7 +106,7 @@ def dedupe_ledger(ledger: DataFrame) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    records = ledger.filter(F.col("kind") != F.lit("range")) if "kind" in ledger.columns else ledger
+    records = ledger.filter(F.col("kind").isin(*RECORD_KINDS)) if "kind" in ledger.columns else ledger
     # A window, not an aggregate: it shuffles by (topic, partition, offset) and sorts by read_at within,
     # which is also the order the sort-merge join with the log needs - one shuffle, one sort.
     key = Window.partitionBy("topic", "partition", "offset")
@@ -135,7 +137,7 @@ def classify(
     )
     cur = log
     if "kind" in cur.columns:
-        cur = cur.filter(F.col("kind") != F.lit("range"))
+        cur = cur.filter(F.col("kind").isin(*RECORD_KINDS))
     cur = cur.select(*keys, *[F.col(c).alias(f"r_{c}") for c in content], F.lit(True).alias("r_present"))
 
     joined = led.join(cur, on=keys, how="full_outer")

@@ -23,7 +23,8 @@ content).
 Options: ``kafka.*`` (librdkafka properties: bootstrap, security), ``topics``, ``startingOffsets``,
 ``endingOffsets``, ``ranges``, ``maxRecordsPerRange`` (default 500000), ``minRanges`` (default 1),
 ``emitRanges`` (range marker rows; default false), ``isolation`` (``read_committed`` default or
-``read_uncommitted``), ``idleTimeoutSeconds`` (default 60), ``output`` (``rows``, or ``digests``:
+``read_uncommitted``), ``emitDigests`` (also ``kind=digest`` rows, the ledger's precomputed chunk
+digests; default false), ``idleTimeoutSeconds`` (default 60), ``output`` (``rows``, or ``digests``:
 one row per ``chunkSize`` offsets with the digest of :mod:`strongroom.audit.digest` plus the range
 markers - the records stay in the executor).
 """
@@ -83,6 +84,7 @@ class _Settings:
         self.max_records = int(opts.get("maxrecordsperrange", DEFAULT_MAX_RECORDS_PER_RANGE))
         self.min_ranges = int(opts.get("minranges", "1"))
         self.emit_ranges = opts.get("emitranges", "false").lower() == "true"
+        self.emit_digests = opts.get("emitdigests", "false").lower() == "true"
         self.isolation = opts.get("isolation", "read_committed")
         if self.isolation not in ("read_committed", "read_uncommitted"):
             raise ConfigError(
@@ -152,6 +154,8 @@ class _Settings:
             partition.end,
             isolation=self.isolation,
             emit_range=self.emit_ranges,
+            emit_digests=self.emit_digests,
+            chunk_size=self.chunk_size,
             idle_timeout=self.idle_timeout,
         )
 

@@ -100,33 +100,50 @@ class ChunkAccumulator:
 
     def add(self, msgs: list[Any], offsets: list[int]) -> None:
         """Add a run of record messages (offsets increasing)."""
-        from strongroom.audit import xxhash64 as xx
         from strongroom.audit.hashing import hash_headers
+
+        if not offsets:
+            return
+        size = DIGEST_SIZE
+        b2 = blake2b
+        keys = [m.key() for m in msgs]
+        values = [m.value() for m in msgs]
+        self.payload_bytes += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
+        self.add_hashed(
+            offsets,
+            [m.leader_epoch() for m in msgs],
+            [m.timestamp()[1] for m in msgs],
+            [None if k is None else b2(k, digest_size=size).digest() for k in keys],
+            [None if v is None else b2(v, digest_size=size).digest() for v in values],
+            [hash_headers(h) if h else None for h in [m.headers() for m in msgs]],
+        )
+
+    def add_hashed(
+        self,
+        offsets: list[int],
+        epochs: list[int | None],
+        timestamps: list[int],
+        key_hashes: list[bytes | None],
+        value_hashes: list[bytes | None],
+        headers_hashes: list[bytes | None],
+    ) -> None:
+        """Add records given by their audit columns (offsets increasing; hashes 16 bytes or None)."""
+        from strongroom.audit import xxhash64 as xx
 
         n = len(offsets)
         if n == 0:
             return
         zero = bytes(16)
-        size = DIGEST_SIZE
-        b2 = blake2b
-        keys = [m.key() for m in msgs]
-        values = [m.value() for m in msgs]
-        h_hashes = [hash_headers(h) if h else None for h in [m.headers() for m in msgs]]
         offs = np.asarray(offsets, dtype=np.int64)
-        epoch_arr = np.asarray([-1 if (e := m.leader_epoch()) is None else e for m in msgs], dtype=np.int32)
-        ts_arr = np.asarray([m.timestamp()[1] for m in msgs], dtype=np.int64)
-        k_words = np.frombuffer(
-            b"".join([zero if k is None else b2(k, digest_size=size).digest() for k in keys]), dtype="<u8"
-        ).reshape(n, 2)
-        v_words = np.frombuffer(
-            b"".join([zero if v is None else b2(v, digest_size=size).digest() for v in values]), dtype="<u8"
-        ).reshape(n, 2)
-        h_words = np.frombuffer(b"".join([zero if h is None else h for h in h_hashes]), dtype="<u8").reshape(n, 2)
+        epoch_arr = np.asarray([-1 if e is None else e for e in epochs], dtype=np.int32)
+        ts_arr = np.asarray(timestamps, dtype=np.int64)
+        k_words = np.frombuffer(b"".join([zero if k is None else k for k in key_hashes]), dtype="<u8").reshape(n, 2)
+        v_words = np.frombuffer(b"".join([zero if v is None else v for v in value_hashes]), dtype="<u8").reshape(n, 2)
+        h_words = np.frombuffer(b"".join([zero if h is None else h for h in headers_hashes]), dtype="<u8").reshape(n, 2)
         # A real digest is never all zero bytes, so zero marks "no key / tombstone / no headers".
         k_present = (k_words != 0).any(axis=1)
         v_present = (v_words != 0).any(axis=1)
         h_present = (h_words != 0).any(axis=1)
-        self.payload_bytes += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
         self.records += n
 
         h = xx.seed(n)
@@ -163,6 +180,15 @@ class ChunkAccumulator:
         return [
             {"topic": self.topic, "partition": self.partition, "kind": "chunk", "chunk": c, "records": e[0],
              "digest_xor": e[1], "digest_lo": e[2], "digest_hi": e[3], "min_offset": e[4], "max_offset": e[5]}
+            for c, e in sorted(self.chunks.items())
+        ]  # fmt: skip
+
+    def ledger_rows(self, read_at: int) -> list[dict[str, Any]]:
+        """The digests as ``kind=digest`` rows of the ledger's row layout (:mod:`strongroom.audit.schema`)."""
+        return [
+            {"topic": self.topic, "partition": self.partition, "offset": e[4], "read_at": read_at, "kind": "digest",
+             "range_end": e[5] + 1, "range_records": e[0], "chunk": c, "digest_xor": e[1], "digest_lo": e[2],
+             "digest_hi": e[3]}
             for c, e in sorted(self.chunks.items())
         ]  # fmt: skip
 
@@ -222,6 +248,8 @@ class ChunkPlan:
         out: dict[tuple[str, int, int | None], int] = {}
         for (topic, partition, _), rows in self.matched.items():
             for r in rows:
+                if not int(r["records"]):
+                    continue  # a digest-only row: its records are counted by span rows
                 span = None if r.get("span_start") is None else int(r["span_start"])
                 out[(topic, partition, span)] = out.get((topic, partition, span), 0) + int(r["records"])
         return out

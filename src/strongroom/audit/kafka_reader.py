@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from strongroom.audit.digest import DIGEST_ARROW_SCHEMA, ChunkAccumulator
 from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.hashing import DIGEST_SIZE, hash_headers
 from strongroom.audit.schema import ARROW_SCHEMA, KIND_RANGE, KIND_RECORD
@@ -193,10 +194,13 @@ def read_range(
     isolation: str = "read_committed",
     batch_size: int = 20_000,
     emit_range: bool = True,
+    emit_digests: bool = False,
+    chunk_size: int = 10_000,
     idle_timeout: float = 60.0,
     consumer_factory: Any = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield record batches for ``[start, end)`` then (if ``emit_range``) one range marker.
+    """Yield record batches for ``[start, end)``, then (``emit_digests``) the chunk digests of what
+    was read and (``emit_range``) one range marker.
 
     Raises :class:`KafkaReadError` when the partition makes no progress for ``idle_timeout``
     seconds (no leader, brokers unreachable) - a scrub must fail loudly, never report a short read
@@ -213,9 +217,13 @@ def read_range(
                                                        "key_hash", "value_hash", "headers_hash", "key_len",
                                                        "value_len", "read_at")}  # fmt: skip
         n_records = n_bytes = 0
+        acc = ChunkAccumulator(topic, partition, chunk_size) if emit_digests else None
 
         def flush() -> pa.RecordBatch:
             nonlocal n_records, n_bytes
+            if acc is not None:
+                acc.add_hashed(cols["offset"], cols["leader_epoch"], cols["timestamp"], cols["key_hash"],
+                               cols["value_hash"], cols["headers_hash"])  # fmt: skip
             batch = _batch(topic, partition, cols)
             n_records += batch.num_rows
             n_bytes += int(pc.sum(batch.column("key_len")).as_py() or 0)
@@ -231,6 +239,8 @@ def read_range(
                 yield flush()
         if cols["offset"]:
             yield flush()
+        if acc is not None and acc.chunks:
+            yield pa.RecordBatch.from_pylist(acc.ledger_rows(_now_ms()), schema=ARROW_SCHEMA)
         if emit_range:
             yield range_marker(topic, partition, reader.first, reader.actual_end, _now_ms(), n_records, n_bytes)
     finally:
@@ -252,8 +262,6 @@ def read_range_digests(
 ) -> Iterator[pa.RecordBatch]:
     """Like :func:`read_range`, but yield one digest row per chunk of ``chunk_size`` offsets (see
     :mod:`strongroom.audit.digest`) and the range marker: the records never leave this process."""
-    from strongroom.audit.digest import DIGEST_ARROW_SCHEMA, ChunkAccumulator
-
     acc = ChunkAccumulator(topic, partition, chunk_size)
     if end > start:
         consumer = _consumer(connection, isolation, consumer_factory)
@@ -313,6 +321,10 @@ def _batch(topic: str, partition: int, cols: dict[str, list[Any]]) -> pa.RecordB
         pa.array(cols["value_len"], pa.int32()),
         pa.array(cols["read_at"], pa.int64()),
         pa.repeat(pa.scalar(KIND_RECORD, pa.string()), n),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int64()),
         pa.nulls(n, pa.int64()),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
 from strongroom.audit.errors import LedgerNotFound
 from strongroom.audit.kafka_state import ClusterState
-from strongroom.audit.schema import KIND_RANGE, KIND_RECORD, spark_schema
+from strongroom.audit.schema import KIND_RANGE, KIND_RECORD, RECORD_KINDS, spark_schema
 from strongroom.audit.store import LedgerPaths
 from strongroom.errors import AuditError
 from strongroom.kafka.config import ClientConfig
@@ -78,6 +78,7 @@ def capture_ledger(
         topics=",".join(topics),
         startingOffsets=starting_offsets,
         emitRanges=True,
+        emitDigests=True,
         maxRecordsPerRange=max_records_per_range,
     )
     stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
@@ -198,7 +199,7 @@ def ledger_topics(frame: DataFrame) -> list[str]:
 def records_of(frame: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    return frame.filter(F.col("kind") != F.lit(KIND_RANGE))
+    return frame.filter(F.col("kind").isin(*RECORD_KINDS))
 
 
 def ranges_of(frame: DataFrame) -> DataFrame:

@@ -32,7 +32,7 @@ def row(topic: str, p: int, off: int, *, epoch: int = 0, ts: int = NOW - 1000, k
         "key_len": None if key is None else len(key), "value_len": None if value is None else len(value),
         "read_at": read_at, "kind": "record", "range_end": None, "range_records": None, "range_bytes": None,
     }  # fmt: skip
-    return tuple(d[c] for c in COLUMNS)
+    return tuple(d.get(c) for c in COLUMNS)
 
 
 def frame(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:

@@ -35,7 +35,7 @@ def _ledger_row(m: Message) -> tuple[object, ...]:
          "timestamp": m.timestamp()[1], "timestamp_type": 1, "key_hash": kh, "value_hash": vh, "headers_hash": hh,
          "key_len": None, "value_len": None, "read_at": 0, "kind": "record", "range_end": None,
          "range_records": None, "range_bytes": None}  # fmt: skip
-    return tuple(d[c] for c in COLUMNS)
+    return tuple(d.get(c) for c in COLUMNS)
 
 
 def test_python_digests_equal_spark_digests(spark: SparkSession) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+import pytest
 from audit_helpers import produce
 from pyspark.sql import SparkSession
 
 from strongroom.audit.ledger import capture_ledger, capture_stats, coverage_ranges, read_ledger
 from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
+from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
 from strongroom.testing.kafka_cluster import KafkaCluster
 
@@ -47,6 +50,8 @@ def test_capture_then_scrub_clean_topic_is_perfect(
     again = run_scrub(spark, client, ledger, ScrubOptions())
     assert again["counts"]["ok"] == 330
     assert again["counts"]["unledgered"] == 0
+    assert again["chunks"]["suspect"] == 0, "the capture's chunk digests equal the log's: nothing re-read"
+    assert again["chunks"]["matched"] == 3
 
 
 def records_count(spark: SparkSession, ledger: LedgerPaths) -> int:
@@ -82,3 +87,46 @@ def test_delivery_reports_ledger_records_the_capture_never_saw(
     assert summary["counts"]["expired-unjustified"] == 20
     assert summary["counts"]["ok"] == 100, "captured and delivered rows of one record count once"
     assert summary["score"]["audited"] == 120
+
+
+def test_cli_ledger_coverage_scrub_and_operations(
+    spark: SparkSession,
+    kafka_cluster: KafkaCluster,
+    new_topic: Callable[..., str],
+    ledger: LedgerPaths,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, (f"v{i}".encode() for i in range(50)))
+
+    assert main(["--output", "json", "audit", "ledger", "-b", bootstrap, "--topic", topic, "--ledger", ledger.root,
+                 "--once"]) == 0  # fmt: skip
+    captured = json.loads(capsys.readouterr().out)
+    assert sum(captured["end_offsets"][topic].values()) == 50
+
+    assert main(["--output", "json", "audit", "coverage", "--ledger", ledger.root]) == 0
+    coverage = json.loads(capsys.readouterr().out)["partitions"]
+    assert sum(p["records"] for p in coverage) == 50
+    assert all(len(p["ranges"]) == 1 for p in coverage)
+
+    assert main(["audit", "scrub", "-b", bootstrap, "--ledger", ledger.root, "--span", "10m"]) == 0
+    text = capsys.readouterr().out
+    assert "durability perfect" in text
+
+    assert main(["--output", "json", "audit", "operations", "-b", bootstrap, "--topic", topic]) == 0
+    assert json.loads(capsys.readouterr().out) == {"operations": []}
+
+    state = ledger.local(ledger.root) / "watch.json"
+    for _ in range(2):  # the second run compares with the state the first one saved
+        watch = ["--output", "json", "audit", "watch", "-b", bootstrap, "--topic", topic, "--ledger", ledger.root,
+                 "--once", "--state", str(state)]  # fmt: skip
+        assert main(watch) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert json.loads(lines[-1])["summary"]["polls"] == 1
+        assert json.loads(lines[-1])["summary"]["alerts"] == 0
+    assert state.exists()
+
+    assert main(["audit", "ledger", "-b", bootstrap, "--topic", "no-such-topic", "--ledger", ledger.root,
+                 "--once"]) == 1  # fmt: skip
+    assert "topic 'no-such-topic' does not exist" in capsys.readouterr().err
