@@ -467,6 +467,7 @@ class Watcher:
         exclude: Sequence[str] = (),
         clock_skew_ms: int = 5_000,
         timeout: float = 10.0,
+        grace: float = 0.0,
     ) -> None:
         self.client = client
         self.topics = list(topics) if topics else None
@@ -482,6 +483,11 @@ class Watcher:
         self.previous = self._load()
         self.polls = 0
         self.raised: list[Alert] = []
+        #: seconds an unjustified log-start advance waits for its operations-log entry (0 = none)
+        self.grace = grace
+        self._pending: list[tuple[Alert, PartitionState, PartitionState, Mapping[str, str], float]] = []
+        self._current = Observation(0, {}, {})
+        self._configs: Mapping[str, Mapping[str, str]] = {}
 
     def _load(self) -> Observation | None:
         if not self.state_path.exists():
@@ -512,7 +518,13 @@ class Watcher:
         names = self._watched()
         present = set(self.cluster.metadata().topics)
         states = self.cluster.describe([t for t in names if t in present])
-        return Observation.of(states)
+        obs = Observation.of(states)
+        self._current = obs
+        self._configs = obs.configs
+        return obs
+
+    def _last_seen(self, key: tuple[str, int]) -> PartitionState:
+        return self._current.partitions[key]
 
     def poll_once(self) -> list[Alert]:
         started = time.monotonic()
@@ -521,15 +533,54 @@ class Watcher:
         evidence = Evidence(
             operations=operations, ledger=self.ledger, log_lookup=self.lookup, clock_skew_ms=self.clock_skew_ms
         )
-        found = evaluate(self.previous, cur, evidence)
-        self.sink.emit(found)
-        self.raised.extend(found)
+        found = self._hold_back(evaluate(self.previous, cur, evidence), evidence)
+        self._emit(found)
         if self.metrics is not None:
-            self.metrics.observe(cur.partitions.values(), found, time.monotonic() - started, time.time())
+            self.metrics.observe(cur.partitions.values(), [], time.monotonic() - started, time.time())
         self.previous = cur
         self._save(cur)
         self.polls += 1
         return found
+
+    def _emit(self, alerts: list[Alert]) -> None:
+        self.sink.emit(alerts)
+        self.raised.extend(alerts)
+        if self.metrics is not None:
+            for alert in alerts:
+                self.metrics.alerts.labels(alert.kind, alert.severity).inc()
+
+    def _hold_back(self, found: list[Alert], evidence: Evidence) -> list[Alert]:
+        """Give a tool that deletes first and records right after (``strongroom recover apply``) the
+        grace period to record: an unjustified log-start advance is re-judged against the operations
+        log on later polls and raised only if still unjustified when the grace period ends."""
+        out: list[Alert] = []
+        now = time.monotonic()
+        keep: list[tuple[Alert, PartitionState, PartitionState, Mapping[str, str], float]] = []
+        bounds = deletion_bounds(evidence.operations)
+        for alert, before, after, config, since in self._pending:
+            again = _log_start(before, after, config, bounds.get((after.topic, after.partition)), evidence)
+            if any(a.kind == A.LSO_ADVANCE_UNJUSTIFIED for a in again) and now - since < self.grace:
+                keep.append((alert, before, after, config, since))
+            else:
+                out.extend(again)
+        for alert in found:
+            held = self.grace > 0 and alert.kind == A.LSO_ADVANCE_UNJUSTIFIED and alert.partition is not None
+            if held and self.previous is not None and alert.topic is not None:
+                key = (alert.topic, int(alert.partition or 0))
+                before = self.previous.partitions[key]
+                after = self._last_seen(key)
+                keep.append((alert, before, after, dict(self._configs.get(alert.topic, {})), now))
+            else:
+                out.append(alert)
+        self._pending = keep
+        return out
+
+    def flush_pending(self) -> list[Alert]:
+        """Raise whatever is still held (on exit: unjustified is unjustified)."""
+        alerts = [a for a, *_ in self._pending]
+        self._pending = []
+        self._emit(alerts)
+        return alerts
 
     def run(
         self,
@@ -550,11 +601,13 @@ class Watcher:
                     self.metrics.poll_errors.inc()
                 log.warning("watcher poll failed (will retry): %s", exc)
             if once or (deadline is not None and time.monotonic() >= deadline):
+                self.flush_pending()
                 return
             wait_until = time.monotonic() + interval
             while time.monotonic() < wait_until:
                 if (should_stop is not None and should_stop()) or (
                     deadline is not None and time.monotonic() >= deadline
                 ):
+                    self.flush_pending()
                     return
                 time.sleep(min(0.2, max(0.0, wait_until - time.monotonic())))

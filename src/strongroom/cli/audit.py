@@ -96,6 +96,12 @@ def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         raise click.BadParameter(str(exc)) from None
 
 
+def _duration_or_zero(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is not None and value.strip() in ("0", "0s", "0ms"):
+        return 0
+    return _duration(ctx, param, value)
+
+
 def _spark_option(func: F) -> F:
     return click.option(
         "--spark-master",
@@ -301,6 +307,8 @@ def _scrub_text(s: dict[str, Any]) -> str:
 @click.option("--ledger", "ledger_path", metavar="PATH",
               help="Ledger to validate against (timestamps, epoch chain); alerts are also appended there.")  # fmt: skip
 @click.option("--interval", default="5s", show_default=True, callback=_duration, metavar="DURATION")
+@click.option("--grace", default="15s", show_default=True, callback=_duration_or_zero, metavar="DURATION",
+              help="How long an unjustified log-start advance waits for its oplog entry (0 = none).")  # fmt: skip
 @click.option("--alerts-topic", metavar="NAME", help="Also produce alerts to this Kafka topic (created if missing).")
 @click.option("--webhook", metavar="URL", help="Also POST each alert as JSON to this URL.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), metavar="PORT",
@@ -319,6 +327,7 @@ def watch(
     topics: tuple[str, ...],
     ledger_path: str | None,
     interval: int,
+    grace: int,
     alerts_topic: str | None,
     webhook: str | None,
     metrics_port: int | None,
@@ -359,7 +368,7 @@ def watch(
         state_path = Path(state_file)
     watcher = Watcher(
         client, topics=list(topics) or None, ledger=paths, state_path=state_path, sink=fanout, metrics=metrics,
-        exclude=[alerts_topic] if alerts_topic else [],
+        exclude=[alerts_topic] if alerts_topic else [], grace=grace / 1000,
     )  # fmt: skip
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)

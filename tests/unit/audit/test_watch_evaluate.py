@@ -218,3 +218,45 @@ def test_committed_files_follow_the_metadata_log(tmp_path: Path) -> None:
     (log_dir / ".10.crc").write_text("x")
     assert committed_files(tmp_path) == [tmp_path / "b", tmp_path / "c"]
     assert committed_files(tmp_path / "nothing") is None
+
+
+def test_an_unjustified_advance_waits_out_the_grace_period_for_its_record(tmp_path: Path) -> None:
+    """``recover apply`` deletes first and records right after: within the grace period a late
+    operations-log entry turns the alert into a justified event; past it the alert is raised."""
+    from strongroom.audit.alerts import Fanout
+    from strongroom.audit.watch import Watcher
+    from strongroom.kafka.config import ClientConfig
+
+    class Sink:
+        name = "list"
+
+        def __init__(self) -> None:
+            self.got: list[Any] = []
+
+        def emit(self, alerts: Sequence[Any]) -> None:
+            self.got.extend(alerts)
+
+        def close(self) -> None:
+            pass
+
+    cfg = {"retention.ms": "-1"}
+    before, after = obs(part(), config=cfg), obs(part(start=40), config=cfg)
+    watcher = Watcher(ClientConfig("127.0.0.1:9"), topics=["t"], state_path=tmp_path / "s.json",
+                      sink=Fanout([Sink()]), grace=60.0)  # fmt: skip
+    watcher.previous, watcher._current, watcher._configs = before, after, after.configs
+
+    first = evaluate(before, after, Evidence(now_ms=NOW))
+    assert kinds(first) == [("lso-advance-unjustified", "critical")]
+    assert watcher._hold_back(first, Evidence(now_ms=NOW)) == [], "held while the grace period runs"
+
+    late = Operation(kind=DELETE_RECORDS, topic="t", reason="recover apply", partitions=(PartitionChange(0, 0, 40),))
+    again = watcher._hold_back([], Evidence(operations=[late], now_ms=NOW))
+    assert kinds(again) == [("lso-advance-justified", "info")]
+
+    watcher._hold_back(first, Evidence(now_ms=NOW))
+    watcher.grace = 0.0
+    assert kinds(watcher._hold_back([], Evidence(now_ms=NOW))) == [("lso-advance-unjustified", "critical")]
+
+    watcher.grace = 60.0
+    watcher._hold_back(first, Evidence(now_ms=NOW))
+    assert kinds(watcher.flush_pending()) == [("lso-advance-unjustified", "critical")], "never lost on exit"
