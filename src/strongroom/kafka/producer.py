@@ -22,10 +22,7 @@ dead-letter topic is configured, the record goes there unchanged with a
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -47,8 +44,8 @@ from strongroom.kafka.records import (
 )
 from strongroom.kafka.sealing import RuleCodec
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
-from strongroom.kms.errors import KmsUnavailable
 from strongroom.rules import EncryptionRules
 
 log = logging.getLogger(__name__)
@@ -139,8 +136,7 @@ class EncryptingProducer:
         self._topics = TopicLimits(client_config, create=create_topics, producer_max_bytes=max_bytes)
         self._producer = Producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
-        self._cache = _KeyCache(key_cache_size, key_cache_ttl_s)
-        self._markers_seen = self._markers_applied()
+        self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
         self._lock = threading.Lock()
         self._delivery_errors: list[str] = []
         self._closed = False
@@ -152,9 +148,6 @@ class EncryptingProducer:
             "rejected": 0,
             "delivered": 0,
             "delivery_failed": 0,
-            "key_batches": 0,
-            "key_cache_hits": 0,
-            "key_cache_misses": 0,
         }
         if transactional_id is not None:
             self._producer.init_transactions()
@@ -250,7 +243,10 @@ class EncryptingProducer:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             counters = dict(self.counters)
-        return {**counters, "key_cache_size": len(self._cache), "key_manager": self.keys.stats()}
+        cache = self._keys.counters
+        return {**counters, "key_batches": cache["manager_calls"], "key_cache_hits": cache["hits"],
+                "key_cache_misses": cache["misses"],
+                "key_cache_size": len(self._keys), "key_manager": self.keys.stats()}  # fmt: skip
 
     # ------------------------------------------------------------------ internals
     def _check_open(self) -> None:
@@ -280,7 +276,7 @@ class EncryptingProducer:
             else:
                 plan.subject = subject
                 wanted.append(subject)
-        keys = self._keys_for(wanted) if wanted else {}
+        keys = self._keys.get_or_create(wanted, kms_wait_s=self.kms_outage_wait_s) if wanted else {}
         for plan in plans:
             if plan.outcome is ProduceOutcome.ENCRYPTED and plan.reason is None:
                 self._seal(plan, keys[plan.subject or ""])
@@ -412,82 +408,3 @@ class EncryptingProducer:
                 f"{len(errors)}{'+' if len(errors) >= _MAX_DELIVERY_ERRORS else ''} records could not be "
                 f"delivered; first: {errors[0]}"
             )
-
-    # ------------------------------------------------------------------ keys
-    def _markers_applied(self) -> int:
-        table = getattr(self.keys, "table", None)
-        counters = getattr(table, "stats_counters", None) or {}
-        return int(counters.get("markers", 0))
-
-    def _keys_for(self, subjects: list[str]) -> dict[str, KeyOrDecision]:
-        markers = self._markers_applied()
-        if markers != self._markers_seen:  # an erasure reached our key table: forget every cached key
-            self._markers_seen = markers
-            self._cache.clear()
-        found, missing = self._cache.lookup(dict.fromkeys(subjects))
-        with self._lock:
-            self.counters["key_cache_hits"] += len(found)
-            self.counters["key_cache_misses"] += len(missing)
-        if missing:
-            fetched = self._get_or_create(missing)
-            self._cache.store(fetched)
-            found.update(fetched)
-        return found
-
-    def _get_or_create(self, subjects: list[str]) -> dict[str, KeyOrDecision]:
-        """One key-manager round for the subjects; a KMS outage is retried with backoff for a while."""
-        deadline = time.monotonic() + self.kms_outage_wait_s
-        delay = 0.25
-        while True:
-            try:
-                with self._lock:
-                    self.counters["key_batches"] += 1
-                return self.keys.get_or_create(subjects)
-            except KmsUnavailable as exc:
-                if time.monotonic() + delay > deadline:
-                    raise
-                log.warning("KMS unavailable while creating subject keys (%s); retrying in %.1fs", exc.problem, delay)
-                time.sleep(delay * (0.5 + random.random() / 2))
-                delay = min(delay * 2, 5.0)
-
-
-class _KeyCache:
-    """subject → (key or post-erasure decision, expiry); LRU-bounded. Thread-safe."""
-
-    def __init__(self, capacity: int, ttl_s: float) -> None:
-        self.capacity = max(0, capacity)
-        self.ttl_s = ttl_s
-        self._entries: OrderedDict[str, tuple[KeyOrDecision, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def lookup(self, subjects: Iterable[str]) -> tuple[dict[str, KeyOrDecision], list[str]]:
-        now = time.monotonic()
-        found: dict[str, KeyOrDecision] = {}
-        missing: list[str] = []
-        with self._lock:
-            for subject in subjects:
-                entry = self._entries.get(subject)
-                if entry is not None and entry[1] > now:
-                    self._entries.move_to_end(subject)
-                    found[subject] = entry[0]
-                else:
-                    missing.append(subject)
-        return found, missing
-
-    def store(self, keys: Mapping[str, KeyOrDecision]) -> None:
-        if not self.capacity:
-            return
-        expiry = time.monotonic() + self.ttl_s
-        with self._lock:
-            for subject, key in keys.items():
-                self._entries[subject] = (key, expiry)
-                self._entries.move_to_end(subject)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)

@@ -105,27 +105,18 @@ def rule_condition(rules: EncryptionRules, index: int) -> Any:
 
 
 def wait_out_kms_outage(call: Callable[[], T], wait_s: float) -> T:
-    """Run ``call``, retrying while the KMS is unavailable (never mistaking an outage for a lost key).
-
-    Backoff grows to 10 s; after ``wait_s`` the job stops with a clear error and resumes from its
-    checkpoint when restarted.
-    """
+    """Run ``call``, waiting out a KMS outage (never mistaking it for a lost key); after ``wait_s`` the job
+    stops with a clear error and resumes from its checkpoint when restarted."""
+    from strongroom.keys.cache import retry_while_kms_unavailable
     from strongroom.kms.errors import KmsUnavailable
 
-    deadline = time.monotonic() + wait_s
-    delay = 1.0
-    while True:
-        try:
-            return call()
-        except KmsUnavailable as exc:
-            if time.monotonic() >= deadline:
-                raise PipelineError(
-                    f"the KMS has been unavailable for {wait_s:.0f}s: {exc.problem}",
-                    hint="restore the KMS; restarting the pipeline resumes where it stopped, without duplicates",
-                ) from None
-            log.warning("KMS unavailable (%s); nothing is written meanwhile, retrying in %.0fs", exc.problem, delay)
-            time.sleep(delay)
-            delay = min(10.0, delay * 2)
+    try:
+        return retry_while_kms_unavailable(call, wait_s)
+    except KmsUnavailable as exc:
+        raise PipelineError(
+            f"the KMS has been unavailable for {wait_s:.0f}s: {exc.problem}",
+            hint="restore the KMS; restarting the pipeline resumes where it stopped, without duplicates",
+        ) from None
 
 
 def output_topics(client: ClientConfig, create: bool) -> TopicLimits:

@@ -59,6 +59,7 @@ class EncryptJob(StreamingJob):
         post_erasure: str = "unreadable",
         on_batch: Callable[[int, dict[str, Any]], None] | None = None,
     ) -> None:
+        from strongroom.keys.cache import KeyCache
         from strongroom.keys.manager import KeyManager
         from strongroom.kms.registry import kms_from_config
 
@@ -68,6 +69,7 @@ class EncryptJob(StreamingJob):
         self.keys = KeyManager(
             settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
         )
+        self.key_cache = KeyCache(self.keys)
         self.sink = settings.sink(self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
         self.counters = Counters()
@@ -80,7 +82,7 @@ class EncryptJob(StreamingJob):
         return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
 
     def result(self) -> dict[str, Any]:
-        return {**self.counters.to_dict(), "keys": self.keys.stats()}
+        return {**self.counters.to_dict(), "keys": self.key_cache.stats()}
 
     def close(self) -> None:
         self.keys.close()
@@ -130,7 +132,7 @@ class EncryptJob(StreamingJob):
         from strongroom.keys.manager import PolicyDecision
 
         decided = (
-            wait_out_kms_outage(lambda: self.keys.get_or_create(subjects), self.settings.kms_outage_wait_s)
+            wait_out_kms_outage(lambda: self.key_cache.get_or_create(subjects), self.settings.kms_outage_wait_s)
             if subjects
             else {}
         )
