@@ -39,7 +39,7 @@ $(SPARK_STAMP): $(DEPS_STAMP) src/strongroom/resources/ivysettings.xml
 system-deps:
 	@command -v chromium >/dev/null || { echo "installing chromium (headless rendering test of the audit report)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$SUDO apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO apt-get install -y chromium; }; }
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || { $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }; }
 
 demo: install
 	$(BIN)/strongroom demo

@@ -71,12 +71,13 @@ def spark_streaming_summary(ctx: DemoContext) -> dict[str, Any]:
 
 def all_chapters() -> list[tuple[str, Chapter]]:
     """The whole story, in order (each area's chapters live in its own demo module)."""
-    from strongroom.demo import doctor, encryption, recovery
+    from strongroom.demo import audit, doctor, encryption, recovery
 
     return [
         ("Produce customer events (PII: name, email, address; non-PII: order totals)", produce_customer_events),
         ("Read them back with a Spark Structured Streaming query", spark_streaming_summary),
         *encryption.CHAPTERS,
         *recovery.CHAPTERS,
+        *audit.CHAPTERS,
         *doctor.CHAPTERS,
     ]
