@@ -30,7 +30,6 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
-from strongroom.errors import EnvelopeError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.errors import ClientClosed, DeliveryFailed, RecordRejected
 from strongroom.kafka.records import (
@@ -42,7 +41,7 @@ from strongroom.kafka.records import (
     key_fingerprint,
     normalize_headers,
 )
-from strongroom.kafka.sealing import RuleCodec
+from strongroom.kafka.sealing import Rejected, RuleCodec, seal_record
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
@@ -290,30 +289,19 @@ class EncryptingProducer:
         assert plan.subject is not None
         assert plan.record.value is not None
         if isinstance(decided, PolicyDecision):
-            if decided.drop or decided.key is None:
-                plan.outcome = ProduceOutcome.DROPPED
-                return
-            key = decided.key  # never stored: readable by nobody, as the post-erasure policy intends
+            # the never-stored key of the post-erasure policy (readable by nobody), or a drop
+            key = None if decided.drop or decided.key is None else (decided.key.key_id, decided.key.key)
         else:
-            key = decided
-        value = plan.record.value
+            key = (decided.key_id, decided.key)
         limit = self._topics.max_value_bytes(plan.out_topic, plan.record.topic)
-        if len(value) > limit:
-            plan.reason = f"value too large to encrypt (> {limit} bytes)"
-            return
-        try:
-            sealed = plan.codec.seal_value(value, plan.out_topic, plan.subject, key.key_id, key.key)
-        except EnvelopeError as exc:
-            mode = " (field mode)" if plan.codec.rule.mode == "fields" else ""
-            plan.reason = f"{exc.problem}{mode}"
-            return
-        if len(sealed) > limit:
-            plan.reason = (
-                f"encrypted value would be {len(sealed)} bytes, above the output topic's limit of {limit} bytes"
-            )
-            return
-        plan.value = sealed
-        plan.headers = plan.codec.sealed_headers(plan.headers)
+        result = seal_record(plan.codec, plan.record.value, plan.headers, plan.out_topic, plan.subject, key, limit)
+        if result is None:
+            plan.outcome = ProduceOutcome.DROPPED
+        elif isinstance(result, Rejected):
+            plan.reason = result.reason
+        else:
+            plan.value = result.value
+            plan.headers = result.headers
 
     def _divert(self, rejected: list[_Plan], batch_size: int) -> None:
         """Dead-letter the rejected records the rules allow to, or raise for the first that must fail."""

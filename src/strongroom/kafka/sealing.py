@@ -211,7 +211,46 @@ class UnsupportedKeyRef(EnvelopeError):
     default_hint = "read such records with a reader configured for wrapped DEKs, or re-encrypt them"
 
 
+def seal_record(
+    codec: RuleCodec,
+    value: bytes,
+    headers: list[Header],
+    out_topic: str,
+    subject: str,
+    key: tuple[bytes, bytes] | None,
+    limit: int,
+) -> Sealed | Rejected | None:
+    """Seal one record's value with the subject's ``(key id, DEK)``; None when the post-erasure policy
+    drops it (``key`` is None). The encrypted value must fit ``limit`` bytes (the output topic's)."""
+    if key is None:
+        return None
+    if len(value) > limit:
+        return Rejected(f"value too large to encrypt (> {limit} bytes)")
+    try:
+        sealed = codec.seal_value(value, out_topic, subject, key[0], key[1])
+    except EnvelopeError as exc:
+        return Rejected(f"{exc.problem}{' (field mode)' if codec.rule.mode == 'fields' else ''}")
+    if len(sealed) > limit:
+        return Rejected(
+            f"encrypted value would be {len(sealed)} bytes, above the output topic's limit of {limit} bytes"
+        )
+    return Sealed(sealed, codec.sealed_headers(headers))
+
+
 # ------------------------------------------------------------------------------------------ outcomes
+@dataclass(slots=True)
+class Sealed:
+    value: bytes
+    headers: list[Header]
+
+
+@dataclass(slots=True)
+class Rejected:
+    """Why a record cannot be encrypted (it is never produced in plaintext to the output topic)."""
+
+    reason: str
+
+
 # Plain slotted dataclasses (one is built per record; frozen ones cost twice as much to construct).
 @dataclass(slots=True)
 class Opened:

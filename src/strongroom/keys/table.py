@@ -630,14 +630,15 @@ class KeyTable:
             consumer = Consumer(
                 self.client.consumer(
                     "strongroom-key-table",
-                    {"enable.partition.eof": True, "fetch.wait.max.ms": 100, "log_level": 0, **_BOUNDED_FETCH},
+                    # a writer waits for its own keys to come back through here: fetch without delay
+                    {"enable.partition.eof": True, "fetch.wait.max.ms": 10, "log_level": 0, **_BOUNDED_FETCH},
                 )
             )
             self._assign(consumer)
             self._heartbeat()
             last_partition_check = time.monotonic()
             while not self._stop.is_set():
-                messages = consumer.consume(1000, self.poll_timeout)
+                messages = consumer.consume(5000, self.poll_timeout)
                 if messages:
                     self._apply(messages)
                 now = time.monotonic()

@@ -32,7 +32,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +133,7 @@ class _PartitionTxn:
     def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: Any, ts: int | None) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self.on_delivery}
         if headers:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in headers]
+            kwargs["headers"] = headers
         if ts is not None and ts >= 0:
             kwargs["timestamp"] = ts
         while True:
@@ -167,8 +167,21 @@ class _PartitionTxn:
         self.consumer.close()
 
 
-def make_partition_writer(config: TransactionalSinkConfig) -> Any:
-    """The ``mapInArrow`` function: writes rows transactionally, one summary row per source partition."""
+#: What a row transform receives per Arrow batch (headers as ``(name, value)`` tuples).
+SOURCE_COLUMNS = ("src_topic", "src_partition", "src_offset", "key", "value", "headers", "timestamp_ms")
+
+#: ``transform(source_columns) -> output_columns``: one output per input row, with the columns of
+#: :data:`SINK_COLUMNS` except the source coordinates (see :mod:`strongroom.spark.row_transforms`).
+RowTransform = Callable[[dict[str, list[Any]]], dict[str, list[Any]]]
+
+
+def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransform | None = None) -> Any:
+    """The ``mapInArrow`` function: writes rows transactionally, one summary row per source partition.
+
+    Without ``transform`` the rows already are sink rows (:data:`SINK_COLUMNS`); with it the rows are
+    source rows (:data:`SOURCE_COLUMNS`) that ``transform`` turns into sink rows, batch by batch — only
+    the rows a replay has not written yet reach it.
+    """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -176,34 +189,25 @@ def make_partition_writer(config: TransactionalSinkConfig) -> Any:
         txns: dict[tuple[str, int], _PartitionTxn] = {}
         try:
             for batch in batches:
-                cols = {name: batch.column(name).to_pylist() for name in SINK_COLUMNS}
-                for i in range(batch.num_rows):
+                names = SINK_COLUMNS if transform is None else SOURCE_COLUMNS
+                cols = {name: batch.column(name).to_pylist() for name in names}
+                cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
+                for i in range(batch.num_rows):  # open each source partition's transaction first
                     tp = (cols["src_topic"][i], cols["src_partition"][i])
-                    txn = txns.get(tp)
-                    if txn is None:
-                        txn = txns[tp] = _PartitionTxn(config, *tp)
-                    offset = cols["src_offset"][i]
-                    if offset < txn.committed_before:
-                        txn.skipped += 1
-                        continue
-                    if cols["fatal"][i]:
-                        txn.producer.abort_transaction(60)
-                        raise RuntimeError(
-                            f"{FATAL_MARK} {cols['status'][i]} record {tp[0]}[{tp[1]}]@{offset}: {cols['reason'][i]}"
-                        )
-                    if txn.first_offset < 0:
-                        txn.first_offset = offset
-                    txn.last_offset = max(txn.last_offset, offset)
-                    status = cols["status"][i]
-                    txn.statuses[status] = txn.statuses.get(status, 0) + 1
-                    if cols["emit"][i]:
-                        txn.produce(
-                            cols["topic"][i],
-                            cols["key"][i],
-                            cols["value"][i],
-                            cols["headers"][i],
-                            cols["timestamp_ms"][i],
-                        )
+                    if tp not in txns:
+                        txns[tp] = _PartitionTxn(config, *tp)
+                fresh = [
+                    i for i in range(batch.num_rows)
+                    if cols["src_offset"][i] >= txns[(cols["src_topic"][i], cols["src_partition"][i])].committed_before
+                ]  # fmt: skip
+                for i in range(batch.num_rows):
+                    if cols["src_offset"][i] < txns[(cols["src_topic"][i], cols["src_partition"][i])].committed_before:
+                        txns[(cols["src_topic"][i], cols["src_partition"][i])].skipped += 1
+                if transform is not None and fresh:
+                    source = {name: [cols[name][i] for i in fresh] for name in SOURCE_COLUMNS}
+                    cols = {**source, **transform(source)}
+                    fresh = list(range(len(fresh)))
+                _write_rows(txns, cols, fresh)
             for txn in txns.values():
                 txn.commit()
         finally:
@@ -227,6 +231,25 @@ def make_partition_writer(config: TransactionalSinkConfig) -> Any:
     return write
 
 
+def _write_rows(txns: dict[tuple[str, int], _PartitionTxn], cols: dict[str, list[Any]], rows: list[int]) -> None:
+    for i in rows:
+        tp = (cols["src_topic"][i], cols["src_partition"][i])
+        txn = txns[tp]
+        offset = cols["src_offset"][i]
+        if cols["fatal"][i]:
+            txn.producer.abort_transaction(60)
+            raise RuntimeError(
+                f"{FATAL_MARK} {cols['status'][i]} record {tp[0]}[{tp[1]}]@{offset}: {cols['reason'][i]}"
+            )
+        if txn.first_offset < 0:
+            txn.first_offset = offset
+        txn.last_offset = max(txn.last_offset, offset)
+        status = cols["status"][i]
+        txn.statuses[status] = txn.statuses.get(status, 0) + 1
+        if cols["emit"][i]:
+            txn.produce(cols["topic"][i], cols["key"][i], cols["value"][i], cols["headers"][i], cols["timestamp_ms"][i])
+
+
 def _summary_arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
@@ -244,17 +267,22 @@ def _summary_arrow_schema() -> pa.Schema:
     )
 
 
-def write_exactly_once(df: DataFrame, config: TransactionalSinkConfig) -> list[dict[str, Any]]:
-    """Write ``df`` (see :data:`SINK_COLUMNS`) exactly once; returns one summary per source partition.
+def write_exactly_once(
+    df: DataFrame, config: TransactionalSinkConfig, transform: RowTransform | None = None
+) -> list[dict[str, Any]]:
+    """Write ``df`` exactly once; returns one summary per source partition.
+
+    ``df`` holds sink rows (:data:`SINK_COLUMNS`), or source rows (:data:`SOURCE_COLUMNS`) when a
+    ``transform`` turns them into sink rows in the executors.
 
     Retries the whole write with capped exponential backoff and jitter until ``retry_deadline_s``:
     every attempt resumes from the committed offsets, so a retry never duplicates.
     """
     from pyspark.errors import AnalysisException
 
-    writer = make_partition_writer(config)
+    writer = make_partition_writer(config, transform)
     deadline = time.monotonic() + config.retry_deadline_s
-    plan = df.select(*SINK_COLUMNS)  # a malformed frame fails here, once, not in the retry loop
+    plan = df.select(*(SINK_COLUMNS if transform is None else SOURCE_COLUMNS))  # a malformed frame fails here
     attempt = 0
     while True:
         attempt += 1

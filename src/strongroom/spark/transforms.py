@@ -90,7 +90,7 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
         .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
     )
     if rule.mode == "fields":
-        reason = reason.when(~F.col("json_ok"), F.lit("value is not a JSON object (field mode)"))
+        reason = reason.when(~F.col("json_ok"), F.lit("value is not JSON: not a JSON object (field mode)"))
     framed = joined.withColumn("reason", reason).withColumn("out_topic", out_topic)
     status = (
         F.when(tombstone, F.lit(PASSTHROUGH))

@@ -31,7 +31,11 @@ logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
 
 #: Session settings every pipeline needs: broadcast blocks, spills and driver→JVM transfers of the
 #: per-batch keys frame are encrypted with a per-application key and never reach local disk in clear.
-PIPELINE_SPARK_CONF = {"spark.io.encryption.enabled": "true"}
+PIPELINE_SPARK_CONF = {
+    "spark.io.encryption.enabled": "true",
+    # Larger Arrow batches: each batch is one key-service round trip from the sink's tasks.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+}
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,30 @@ def wait_out_kms_outage(call: Callable[[], T], wait_s: float) -> T:
             f"the KMS has been unavailable for {wait_s:.0f}s: {exc.problem}",
             hint="restore the KMS; restarting the pipeline resumes where it stopped, without duplicates",
         ) from None
+
+
+def source_rows(batch: DataFrame) -> DataFrame:
+    """The batch's records as the sink's row transforms take them (``SOURCE_COLUMNS``)."""
+    return batch.select(
+        F.col("topic").alias("src_topic"),
+        F.col("partition").alias("src_partition"),
+        F.col("offset").alias("src_offset"),
+        "key",
+        "value",
+        "headers",
+        F.unix_millis("timestamp").alias("timestamp_ms"),
+    )
+
+
+def matching_topics(topics: TopicLimits, rules: EncryptionRules) -> list[str]:
+    """The cluster's topics the rules cover now (the subscription's topics)."""
+    names = topics.admin.list_topics(timeout=30).topics
+    return [n for n in sorted(names) if not n.startswith("__") and any(r.matches(n) for r in rules.rules)]
+
+
+def driver_host(spark: SparkSession) -> str:
+    """The address executors reach the driver at (where the key service listens)."""
+    return spark.conf.get("spark.driver.host", "127.0.0.1") or "127.0.0.1"
 
 
 def output_topics(client: ClientConfig, create: bool) -> TopicLimits:
@@ -223,6 +251,8 @@ class StreamingJob:
         raise NotImplementedError
 
     _lock: threading.Lock
+    #: Cache each micro-batch (only jobs that read it more than once need to).
+    cache_batches = True
 
     def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:
         """Hook before a batch is cached and processed."""
@@ -236,8 +266,10 @@ class StreamingJob:
         with self._lock:
             cached: DataFrame | None = None
             try:
-                cached = self._prepare(batch, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
-                self._process(cached, batch_id)
+                prepared = self._prepare(batch, batch_id)
+                if self.cache_batches:
+                    cached = prepared = prepared.persist(StorageLevel.MEMORY_AND_DISK)
+                self._process(prepared, batch_id)
             except StrongroomError as exc:
                 self.error = exc  # Spark wraps it; run() re-raises the original
                 raise

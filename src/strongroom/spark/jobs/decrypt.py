@@ -41,14 +41,19 @@ from strongroom.spark.jobs.common import (
     PipelineSettings,
     StreamingJob,
     dead_letter,
+    driver_host,
     ensure_topics,
     kafka_stream,
+    matching_topics,
     output_topics,
     rule_condition,
+    source_rows,
     wait_out_kms_outage,
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
 from strongroom.spark.kafka_sink import write_exactly_once
+from strongroom.spark.keyservice import KeyService, b64, unb64
+from strongroom.spark.row_transforms import DecryptRows
 from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ERASED,
@@ -130,7 +135,9 @@ class DecryptJob(StreamingJob):
         self.on_batch = on_batch
         self.error: StrongroomError | None = None
         self._lock = threading.Lock()
+        self.cache_batches = output != "kafka"  # the Kafka path is a single pass
         self.table.wait_caught_up(120)
+        self.service = KeyService(self._serve_keys, host=driver_host(spark))
 
     # ------------------------------------------------------------------ the stream
     def source(self) -> DataFrame:
@@ -148,6 +155,7 @@ class DecryptJob(StreamingJob):
         return {**self.counters.to_dict(), "pending": {**self.pending.stats, "held": self.pending.count}}
 
     def close(self) -> None:
+        self.service.close()
         self.pending.close()
         self.table.close()
 
@@ -179,6 +187,42 @@ class DecryptJob(StreamingJob):
         return self.output_topic_template.replace("$(base)", base).replace("$(topic)", topic)
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
+        if self.output != "kafka":
+            self._process_dataframe(batch, batch_id)
+            return
+        # One pass: the sink's tasks read the batch, open each record (keys from the driver's key
+        # service, one request per Arrow batch) and write it transactionally.
+        rules = self.settings.rules
+        ensure_topics(self.topics, [(t, self.output_topic_for(t)) for t in matching_topics(self.topics, rules)])
+        dlq = self.settings.dead_letter_topic
+        if self.on_failure == "dead-letter" and dlq:
+            ensure_topics(self.topics, [(dlq, dlq)])
+        transform = DecryptRows(
+            rules, self.service.client_spec(), self.output_topic_template, self.on_failure, self.erased,
+            self.pending.topic, self.topic_map, dlq,
+        )  # fmt: skip
+        try:
+            with self.counters.phase("write"):
+                self.counters.add_batch(write_exactly_once(source_rows(batch), self.sink, transform))
+        except PipelineError as exc:
+            raise PipelineError(
+                exc.problem, hint=LOST_KEK_HINT if LOST_KEY_REASON in exc.problem else DAMAGED_HINT
+            ) from None
+        self.pending.refresh()
+        if self.on_batch is not None:
+            self.on_batch(batch_id, self.result())
+
+    def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
+        """The key service's handler: ``decrypt_keys`` → ``[[state, DEK or None, reason or None], ...]``."""
+        if op != "decrypt_keys":
+            raise PipelineError(f"unknown key service request {op!r}")
+        pairs = [(unb64(kid), subject) for kid, subject in args.get("pairs", [])]
+        with self.counters.phase("keys"):
+            rows = self._keys_waiting_for_lost_keks(pairs)
+        return [[state, b64(dek) if dek else None, reason] for _, dek, state, reason in rows]
+
+    def _process_dataframe(self, batch: DataFrame, batch_id: int) -> None:
+        """Parquet and console output: the DataFrame transforms, two passes over the cached batch."""
         rules = self.settings.rules
         parts = [with_key_ids(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
         # Pass 1 over the cached batch: which topics, which (key id, subject) pairs.

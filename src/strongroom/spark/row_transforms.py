@@ -1,0 +1,288 @@
+"""What the pipelines do to each record, inside the executor task that writes it (the single pass).
+
+The transactional sink hands every Arrow batch of source rows (coordinates, key, value, headers,
+timestamp) to one of these transforms and writes what comes back. A transform asks the driver's key
+service (:mod:`strongroom.spark.keyservice`) once per batch for the keys it needs, then seals or
+opens each record with the same per-record core as the client library
+(:class:`strongroom.kafka.sealing.RuleCodec`), so Spark output and client output are byte-compatible
+by construction. Each output row carries the pipeline's verdict (``status``, ``reason``) and whether
+the policy says stop (``fatal``): the sink aborts that partition's transaction and fails the write.
+
+Both classes are plain picklable objects built on the driver; codecs and the service client are made
+lazily in the executor.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strongroom.envelope.errors import SubjectErased
+from strongroom.envelope.ids import FIELD_PREFIX, RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
+from strongroom.errors import KeysError
+from strongroom.kafka.records import Header, NoSubject
+from strongroom.kafka.sealing import (
+    SUBJECT_KEY_PREFIX,
+    Erased,
+    Failed,
+    Opened,
+    Passthrough,
+    Pending,
+    Rejected,
+    RuleCodec,
+    seal_record,
+)
+from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.spark.keyservice import KeyServiceClient, b64, unb64
+
+# Row statuses (the same words the DataFrame transforms use).
+OK, PASSTHROUGH, DROPPED, REJECTED = "ok", "passthrough", "dropped", "rejected"
+PENDING, ERASED, FAILED = "pending", "erased", "failed"
+
+#: Output columns a transform returns, one value per input row.
+OUT_COLUMNS = ("emit", "topic", "key", "value", "headers", "timestamp_ms", "status", "reason", "fatal")
+
+_FIELD_KEY = re.compile(rb'"' + re.escape(FIELD_PREFIX.encode()) + rb"([A-Za-z0-9+/]{28})")
+
+
+def _empty_output(n: int) -> dict[str, list[Any]]:
+    return {name: [None] * n for name in OUT_COLUMNS}
+
+
+def _source(cols: Mapping[str, list[Any]], i: int) -> str:
+    return f"{cols['src_topic'][i]}/{cols['src_partition'][i]}/{cols['src_offset'][i]}"
+
+
+@dataclass
+class _Rules:
+    """The rule and codec per topic (first match wins), cached in the executor."""
+
+    rules: EncryptionRules
+    _by_topic: dict[str, tuple[TopicRule, RuleCodec, int]] = field(default_factory=dict)
+
+    def __call__(self, topic: str) -> tuple[TopicRule, RuleCodec, int]:
+        found = self._by_topic.get(topic)
+        if found is None:
+            rule = self.rules.rule_for(topic)
+            found = self._by_topic[topic] = (rule, RuleCodec(rule), self.rules.rules.index(rule))
+        return found
+
+
+@dataclass
+class EncryptRows:
+    """Seal every record of a batch with its subject's key; reject what cannot be sealed."""
+
+    rules: EncryptionRules
+    service: dict[str, Any]
+    #: Usable value size per output topic (``max.message.bytes`` minus record headroom).
+    limits: dict[str, int]
+    dead_letter_topic: str | None = None
+    _codecs: _Rules | None = field(default=None, repr=False)
+    _client: KeyServiceClient | None = field(default=None, repr=False)
+
+    def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+        if self._codecs is None:
+            self._codecs = _Rules(self.rules)
+            self._client = KeyServiceClient(self.service)
+        n = len(cols["src_offset"])
+        out = _empty_output(n)
+        subjects: list[str | None] = [None] * n
+        reasons: list[str | None] = [None] * n
+        for i in range(n):
+            rule, codec, _ = self._codecs(cols["src_topic"][i])
+            if cols["value"][i] is None:
+                continue
+            subject = codec.subject(cols["key"][i], cols["value"][i], cols["headers"][i])
+            if isinstance(subject, NoSubject):
+                reasons[i] = subject.reason
+            else:
+                subjects[i] = subject
+        wanted = sorted({s for s in subjects if s is not None})
+        assert self._client is not None
+        keys = self._client.call("encrypt_keys", subjects=wanted) if wanted else {}
+        for i in range(n):
+            rule, codec, _ = self._codecs(cols["src_topic"][i])
+            out_topic = rule.output_for(cols["src_topic"][i])
+            value, headers = cols["value"][i], cols["headers"][i]
+            out["key"][i], out["timestamp_ms"][i], out["topic"][i] = cols["key"][i], cols["timestamp_ms"][i], out_topic
+            out["fatal"][i] = False
+            reason = reasons[i]
+            if value is None and reason is None:
+                out["emit"][i], out["status"][i], out["headers"][i] = True, PASSTHROUGH, headers
+                continue
+            if reason is None:
+                subject_text = subjects[i]
+                assert subject_text is not None
+                key_id, dek, emit = keys[subject_text]
+                key = (unb64(key_id), unb64(dek)) if emit else None
+                limit = self.limits.get(out_topic, 1_000_000 - 1024)
+                result = seal_record(codec, value, headers, out_topic, subject_text, key, limit)
+                if result is None:
+                    out["emit"][i], out["status"][i] = False, DROPPED
+                    continue
+                if isinstance(result, Rejected):
+                    reason = result.reason
+                else:
+                    out["emit"][i], out["status"][i] = True, OK
+                    out["value"][i], out["headers"][i] = result.value, result.headers
+                    continue
+            self._reject(out, cols, i, rule, reason)
+        return out
+
+    def _reject(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, rule: TopicRule,
+                reason: str) -> None:  # fmt: skip
+        out["status"][i], out["reason"][i] = REJECTED, reason
+        if rule.on_reject == "dead-letter" and self.dead_letter_topic:
+            out["emit"][i], out["topic"][i], out["value"][i] = True, self.dead_letter_topic, cols["value"][i]
+            out["headers"][i] = [
+                *cols["headers"][i],
+                ("strongroom.dead-letter.reason", reason.encode()),
+                ("strongroom.dead-letter.source", _source(cols, i).encode()),
+            ]
+        else:
+            out["emit"][i], out["fatal"][i] = False, True
+
+
+class _Lost(KeysError):
+    """The service says this key cannot be unwrapped (lost or disabled KEK)."""
+
+
+@dataclass
+class DecryptRows:
+    """Open every record of a batch with the keys the driver resolves; route what cannot be opened."""
+
+    rules: EncryptionRules
+    service: dict[str, Any]
+    output_topic: str  # template: $(topic), $(base)
+    on_failure: str  # fail | dead-letter | skip
+    erased: str  # drop | mark
+    pending_topic: str
+    topic_map: dict[str, str] = field(default_factory=dict)
+    dead_letter_topic: str | None = None
+    _codecs: _Rules | None = field(default=None, repr=False)
+    _client: KeyServiceClient | None = field(default=None, repr=False)
+
+    def output_for(self, topic: str) -> str:
+        base = topic[:-4] if topic.endswith(".enc") else topic
+        return self.output_topic.replace("$(base)", base).replace("$(topic)", topic)
+
+    def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+        if self._codecs is None:
+            self._codecs = _Rules(self.rules)
+            self._client = KeyServiceClient(self.service)
+        n = len(cols["src_offset"])
+        requests: dict[tuple[str, str], None] = {}
+        subjects: list[str | None] = [None] * n
+        for i in range(n):
+            rule, codec, _ = self._codecs(cols["src_topic"][i])
+            value = cols["value"][i]
+            key_id = _key_id(value, rule.mode == "fields") if value is not None else None
+            if key_id is None:
+                continue
+            subject = codec.subject(cols["key"][i], value, cols["headers"][i])
+            if not isinstance(subject, NoSubject):
+                subjects[i] = subject
+                requests[(b64(key_id), subject)] = None
+        assert self._client is not None
+        answers = self._client.call("decrypt_keys", pairs=[list(p) for p in requests]) if requests else {}
+        states: dict[tuple[bytes, str], tuple[str, bytes | None, str | None]] = {}
+        for (kid, subject), (state, dek, reason) in zip(requests, answers, strict=True):
+            states[(unb64(kid), subject)] = (state, unb64(dek) if dek else None, reason)
+
+        def lookup(key_ref: Any, subject: str) -> bytes | None:
+            state, dek, reason = states.get((key_ref.key_id, subject), ("pending", None, None))
+            if state == "erased":
+                raise SubjectErased(f"subject key {key_ref.key_id.hex()} was erased")
+            if state == "lost":
+                raise _Lost(reason or f"subject key {key_ref.key_id.hex()} cannot be unwrapped")
+            return dek if state == "available" else None
+
+        out = _empty_output(n)
+        now = str(int(time.time() * 1000)).encode()
+        for i in range(n):
+            topic, key, value = cols["src_topic"][i], cols["key"][i], cols["value"][i]
+            headers = cols["headers"][i]
+            rule, codec, index = self._codecs(topic)
+            bound = self.topic_map.get(topic, topic)
+            out["key"][i], out["timestamp_ms"][i], out["fatal"][i] = key, cols["timestamp_ms"][i], False
+            out["topic"][i] = self.output_for(topic)
+            outcome = codec.open(key, value, headers, bound, lookup)
+            if isinstance(outcome, Opened):
+                out["emit"][i], out["status"][i], out["value"][i], out["headers"][i] = (
+                    True,
+                    OK,
+                    outcome.value,
+                    outcome.headers,
+                )
+            elif isinstance(outcome, Passthrough):
+                out["emit"][i], out["status"][i], out["value"][i] = True, PASSTHROUGH, value
+                out["headers"][i] = [h for h in headers if h[0] != RECORD_HEADER_NAME]
+            elif isinstance(outcome, Erased):
+                out["status"][i] = ERASED
+                if self.erased == "mark":
+                    kept = [h for h in headers if h[0] != RECORD_HEADER_NAME]
+                    out["emit"][i], out["headers"][i] = True, [*kept, ("strongroom.erased", b"1")]
+                else:
+                    out["emit"][i] = False
+            elif isinstance(outcome, Pending):
+                out["emit"][i], out["status"][i], out["topic"][i], out["value"][i] = (
+                    True,
+                    PENDING,
+                    self.pending_topic,
+                    value,
+                )
+                out["headers"][i] = [*headers, *_pending_headers(outcome.subject, _source(cols, i), now,
+                                                                  cols["timestamp_ms"][i], index)]  # fmt: skip
+            else:
+                self._fail(out, cols, i, _failure_reason(outcome))
+        return out
+
+    def _fail(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, reason: str) -> None:
+        out["status"][i], out["reason"][i] = FAILED, reason
+        if self.on_failure == "dead-letter" and self.dead_letter_topic:
+            out["emit"][i], out["topic"][i], out["value"][i] = True, self.dead_letter_topic, cols["value"][i]
+            out["headers"][i] = [
+                *cols["headers"][i],
+                ("strongroom.dead-letter.reason", reason.encode()),
+                ("strongroom.dead-letter.source", _source(cols, i).encode()),
+            ]
+        elif self.on_failure == "fail":
+            out["emit"][i], out["fatal"][i] = False, True
+        else:
+            out["emit"][i] = False  # skip: counted, offset advances
+
+
+def _failure_reason(outcome: Any) -> str:
+    if isinstance(outcome, Failed):
+        # a lost key's reason comes from the driver as is ("subject key … cannot be unwrapped: …")
+        return outcome.error.problem if isinstance(outcome.error, _Lost) else outcome.reason
+    return f"the KMS is unavailable: {outcome.error.problem}"
+
+
+def _key_id(value: bytes, fields: bool) -> bytes | None:
+    """The subject key id a value was sealed under, without decrypting (None: no envelope found)."""
+    if not fields:
+        if value[:4] == SUBJECT_KEY_PREFIX and len(value) >= 4 + SUBJECT_KEY_ID_SIZE:
+            return value[4 : 4 + SUBJECT_KEY_ID_SIZE]
+        return None
+    match = _FIELD_KEY.search(value)
+    if match is None:
+        return None
+    header = base64.b64decode(match.group(1))  # the first 21 envelope bytes: magic … profile
+    return header[4 : 4 + SUBJECT_KEY_ID_SIZE] if header[:4] == SUBJECT_KEY_PREFIX else None
+
+
+def _pending_headers(subject: str, source: str, since: bytes, timestamp_ms: int | None, rule: int) -> list[Header]:
+    from strongroom.spark.jobs.pending import H_RULE, H_SINCE, H_SOURCE, H_SUBJECT, H_TIMESTAMP
+
+    return [
+        (H_SUBJECT, subject.encode()),
+        (H_SOURCE, source.encode()),
+        (H_SINCE, since),
+        (H_TIMESTAMP, str(timestamp_ms).encode() if timestamp_ms is not None else b""),
+        (H_RULE, str(rule).encode()),
+    ]
