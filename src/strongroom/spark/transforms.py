@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from strongroom.envelope.ids import FIELD_PREFIX, RECORD_HEADER_NAME, ValueMode
-from strongroom.rules import TopicRule
+from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark import envelope_columns as ec
 
 if TYPE_CHECKING:
@@ -52,6 +52,18 @@ def source_coordinates() -> list[Column]:
         F.col("partition").alias("src_partition"),
         F.col("offset").alias("src_offset"),
     ]
+
+
+def rule_condition(rules: EncryptionRules, index: int) -> Column:
+    """Rows of ``rules.rules[index]``: it matches and no earlier rule does (first match wins)."""
+
+    def matches(rule: TopicRule) -> Column:
+        return F.col("topic").rlike(f"^(?:{rule.topic})$") if rule.pattern else F.col("topic") == F.lit(rule.topic)
+
+    condition = matches(rules.rules[index])
+    for earlier in rules.rules[:index]:
+        condition = condition & ~matches(earlier)
+    return condition
 
 
 def subject_column(rule: TopicRule) -> Column:

@@ -19,7 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
-from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.rules import EncryptionRules
 from strongroom.spark.kafka_sink import TransactionalSinkConfig
 from strongroom.spark.session import jvm_log
 
@@ -94,18 +94,6 @@ def kafka_stream(spark: SparkSession, settings: PipelineSettings, subscription: 
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
     return reader.load()
-
-
-def rule_condition(rules: EncryptionRules, index: int) -> Any:
-    """Rows of ``rules.rules[index]``: it matches and no earlier rule does (first match wins)."""
-
-    def matches(rule: TopicRule) -> Any:
-        return F.col("topic").rlike(f"^(?:{rule.topic})$") if rule.pattern else F.col("topic") == F.lit(rule.topic)
-
-    condition = matches(rules.rules[index])
-    for earlier in rules.rules[:index]:
-        condition = condition & ~matches(earlier)
-    return condition
 
 
 def wait_out_kms_outage(call: Callable[[], T], wait_s: float) -> T:

@@ -36,6 +36,7 @@ from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import EnvelopeError, KeysError, KmsError, PipelineError, StrongroomError
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
+from strongroom.spark.dataframes import LOST_KEY_REASON, classify_key
 from strongroom.spark.jobs.common import (
     Counters,
     PipelineSettings,
@@ -46,7 +47,6 @@ from strongroom.spark.jobs.common import (
     kafka_stream,
     matching_topics,
     output_topics,
-    rule_condition,
     source_rows,
     wait_out_kms_outage,
 )
@@ -58,21 +58,18 @@ from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ERASED,
     FAILED,
-    KEY_AVAILABLE,
-    KEY_ERASED,
     KEY_LOST,
     KEY_PENDING,
     OK,
     PENDING,
     decrypt_frame,
+    rule_condition,
     with_key_ids,
 )
 
 log = logging.getLogger(__name__)
 
 OnFailure = Literal["fail", "dead-letter", "skip"]
-#: How a failure caused by a key that cannot be unwrapped (lost or disabled KEK) begins.
-LOST_KEY_REASON = "subject key"
 LOST_KEK_HINT = (
     "restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
     "or rerun with --on-failure dead-letter/skip"
@@ -304,17 +301,7 @@ class DecryptJob(StreamingJob):
     ) -> tuple[bytes, bytes | None, str, str | None]:
         if subject is not None and subject in held:
             return (key_id, None, KEY_PENDING, None)  # keep the subject's order: it has older records held
-        try:
-            dek = self.table.lookup(key_id, subject)
-        except SubjectErased:
-            return (key_id, None, KEY_ERASED, None)
-        except KmsUnavailable:
-            raise
-        except (KmsError, KeysError) as exc:
-            return (key_id, None, KEY_LOST, f"{LOST_KEY_REASON} {key_id.hex()} cannot be unwrapped: {exc}")
-        if dek is None:
-            return (key_id, None, KEY_PENDING, None)
-        return (key_id, dek, KEY_AVAILABLE, None)
+        return classify_key(self.table, key_id, subject)
 
     def _route_pending(self, frame: DataFrame) -> DataFrame:
         """Pending rows go, as they came, to the pending topic inside the batch's transaction."""

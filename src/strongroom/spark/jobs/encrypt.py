@@ -27,8 +27,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from strongroom.errors import PipelineError, StrongroomError
-from strongroom.keys.manager import PolicyDecision
 from strongroom.kms.api import Kms
+from strongroom.spark.dataframes import encrypt_key_rows
 from strongroom.spark.jobs.common import (
     Counters,
     PipelineSettings,
@@ -120,13 +120,7 @@ class EncryptJob(StreamingJob):
             decided = wait_out_kms_outage(
                 lambda: self.key_cache.get_or_create(subjects), self.settings.kms_outage_wait_s
             )
-        answer: dict[str, list[Any]] = {}
-        for subject, outcome in decided.items():
-            if isinstance(outcome, PolicyDecision):
-                if outcome.drop or outcome.key is None:
-                    answer[subject] = ["", "", False]
-                else:  # the post-erasure policy's never-stored key
-                    answer[subject] = [b64(outcome.key.key_id), b64(outcome.key.key), True]
-            else:
-                answer[subject] = [b64(outcome.key_id), b64(outcome.key), True]
-        return answer
+        return {
+            subject: [b64(key_id), b64(dek), emit] if emit else ["", "", False]
+            for subject, key_id, dek, emit in encrypt_key_rows(decided)
+        }

@@ -1,0 +1,282 @@
+"""The DataFrame API: encrypt and decrypt DataFrames with Spark's Kafka source schema in any Spark job.
+
+For batch users (``spark.read.format("kafka")``, Parquet exports of topics, tests)::
+
+    from strongroom.spark.dataframes import encrypt_dataframe, decrypt_dataframe
+
+    encrypted = encrypt_dataframe(df, rules, keys=KeyCache(KeyManager(client, kms)))
+    encrypted.write.format("kafka").option("kafka.bootstrap.servers", ...).save()
+
+    opened = decrypt_dataframe(spark.read.format("kafka")..., rules, keys=KeyTable(client, kms))
+
+Both run one small Spark job at call time to find the frame's subjects (encrypt) or key ids (decrypt) —
+cache the input if it is expensive to compute — settle the keys on the driver, and return a **lazy**
+frame sealed or opened in the JVM (whole values) or on Arrow batches (JSON fields), byte-compatible
+with the streaming pipelines and the client library. ``encrypt_dataframe`` creates missing subject
+keys and flushes them to the keys topic **before it returns**, so the frame can be written anywhere.
+
+Fail closed: a record that cannot be encrypted (no subject, not a JSON object in field mode, too
+large) or decrypted (lost KEK, tampered or moved, no key) fails the Spark job that computes the frame
+with an error naming topic, partition and offset — unless the caller chooses to drop it
+(``on_reject="drop"``, ``on_failure="skip"``) or, for decryption, keep it with a null value and its
+``reason`` (``on_failure="keep"``). Plaintext never appears in a row that should hold ciphertext.
+
+The keys frame holds DEKs and is broadcast: run the session with ``spark.io.encryption.enabled=true``
+(as the pipelines do) so broadcast blocks and spills never reach local disk in clear.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from strongroom.envelope.errors import SubjectErased
+from strongroom.errors import KeysError, KmsError, PipelineError
+from strongroom.kms.errors import KmsUnavailable
+from strongroom.rules import EncryptionRules
+from strongroom.spark.transforms import (
+    DECRYPT_KEYS_SCHEMA,
+    ENCRYPT_KEYS_SCHEMA,
+    ERASED,
+    FAILED,
+    KEY_AVAILABLE,
+    KEY_ERASED,
+    KEY_LOST,
+    KEY_PENDING,
+    PENDING,
+    REJECTED,
+    decrypt_frame,
+    encrypt_frame,
+    rule_condition,
+    with_key_ids,
+    with_subject,
+)
+
+if TYPE_CHECKING:
+    from strongroom.keys.cache import KeyCache
+    from strongroom.keys.manager import KeyManager, KeyOrDecision
+    from strongroom.keys.table import KeyTable
+
+log = logging.getLogger(__name__)
+
+#: Columns of Spark's Kafka source the transforms read (``headers`` is added empty when absent).
+SOURCE_REQUIRED = ("key", "value", "topic", "partition", "offset", "timestamp")
+#: How a failure caused by a key that cannot be unwrapped (lost or disabled KEK) begins.
+LOST_KEY_REASON = "subject key"
+#: ``decrypt_dataframe`` status of a record whose key is not in the keys topic (no buffering in batch).
+MISSING_KEY = "missing-key"
+#: No limit on encrypted value sizes unless the caller names one (Kafka enforces its own at write time).
+UNLIMITED = 2**31 - 1
+
+
+# ---------------------------------------------------------------------------- shared with the pipelines
+def encrypt_key_rows(decided: Mapping[str, KeyOrDecision]) -> list[tuple[str, bytes, bytes, bool]]:
+    """``(subject, key id, DEK, emit)`` per subject: its key, the post-erasure policy's never-stored key,
+    or ``emit=False`` (the policy drops the record; the zero key is never used)."""
+    from strongroom.keys.manager import PolicyDecision
+
+    rows = []
+    for subject, outcome in decided.items():
+        if isinstance(outcome, PolicyDecision):
+            if outcome.drop or outcome.key is None:
+                rows.append((subject, b"\x00" * 16, b"\x00" * 32, False))
+            else:
+                rows.append((subject, outcome.key.key_id, outcome.key.key, True))
+        else:
+            rows.append((subject, outcome.key_id, outcome.key, True))
+    return rows
+
+
+def classify_key(table: KeyTable, key_id: bytes, subject: str | None) -> tuple[bytes, bytes | None, str, str | None]:
+    """``(key id, DEK or None, state, reason)`` of one key id: available, erased, not arrived, or lost
+    (its wrapping key cannot be unwrapped). A KMS outage (:class:`KmsUnavailable`) is raised, never
+    reported as a lost key."""
+    try:
+        dek = table.lookup(key_id, subject)
+    except SubjectErased:
+        return (key_id, None, KEY_ERASED, None)
+    except KmsUnavailable:
+        raise
+    except (KmsError, KeysError) as exc:
+        return (key_id, None, KEY_LOST, f"{LOST_KEY_REASON} {key_id.hex()} cannot be unwrapped: {exc}")
+    if dek is None:
+        return (key_id, None, KEY_PENDING, None)
+    return (key_id, dek, KEY_AVAILABLE, None)
+
+
+# ---------------------------------------------------------------------------- the API
+def encrypt_dataframe(
+    df: DataFrame,
+    rules: EncryptionRules | Mapping[str, object],
+    *,
+    keys: KeyCache | KeyManager,
+    max_value_bytes: int | Mapping[str, int] | None = None,
+    on_reject: Literal["fail", "drop"] = "fail",
+) -> DataFrame:
+    """Encrypt a DataFrame with Spark's Kafka source schema; returns ``topic, key, value, headers, timestamp``.
+
+    ``topic`` is each record's output topic per its rule, so the result can go straight to
+    ``df.write.format("kafka")``; headers gain the strongroom marker; keys and timestamps are kept.
+    Records the post-erasure policy drops are left out. ``max_value_bytes`` (one limit, or one per
+    output topic) rejects a record whose encrypted value would not fit.
+    ``on_reject="fail"`` (default) makes computing the frame fail on a record that cannot be
+    encrypted, naming it; ``"drop"`` leaves such records out.
+    """
+    rules = _rules(rules)
+    source = _source(df)
+    _warn_without_io_encryption(source)
+    parts = [with_subject(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
+    seen = _union([p.select("topic", "subject") for p in parts]).distinct().collect()
+    _check_covered(source, rules)
+    subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
+    decided = keys.get_or_create(subjects) if subjects else {}
+    keys_frame = source.sparkSession.createDataFrame(encrypt_key_rows(decided), ENCRYPT_KEYS_SCHEMA)
+    frames = []
+    for part, rule in zip(parts, rules.rules, strict=True):
+        out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
+        frames.append(encrypt_frame(part, keys_frame, rule, max_value_bytes=_limit(max_value_bytes, out_topic)))
+    frame = _union(frames)
+    rejected = F.col("status") == REJECTED
+    if on_reject == "drop":
+        frame = frame.filter(~rejected)
+    elif on_reject == "fail":
+        failure = F.raise_error(_describe("cannot encrypt", "the rule's on_reject or on_reject='drop'"))
+        frame = frame.withColumn("value", F.when(rejected, failure).otherwise(F.col("value")))
+    else:
+        raise PipelineError(f"on_reject={on_reject!r} is unknown", hint="use 'fail' or 'drop'")
+    return frame.filter(F.col("emit") | rejected).select(
+        "topic", "key", "value", "headers", F.timestamp_millis("timestamp_ms").alias("timestamp")
+    )
+
+
+def decrypt_dataframe(
+    df: DataFrame,
+    rules: EncryptionRules | Mapping[str, object],
+    *,
+    keys: KeyTable,
+    topic_map: Mapping[str, str] | None = None,
+    on_failure: Literal["fail", "keep", "skip"] = "fail",
+    erased: Literal["keep", "drop"] = "keep",
+) -> DataFrame:
+    """Decrypt a DataFrame with Spark's Kafka source schema.
+
+    Returns ``topic, partition, offset, key, value, headers, timestamp, status, reason`` (headers without
+    the strongroom marker). ``status``: ``ok``; ``passthrough`` (tombstones, records never encrypted);
+    ``erased`` (whole value of an erased subject: value null; in field mode the encrypted fields become
+    null and the record is ``ok``); ``failed`` (lost KEK, tampered or moved, unknown format) and
+    ``missing-key`` (the keys topic has no key for it), both with a ``reason`` and a null value.
+    ``on_failure``: ``fail`` (default) makes computing the frame fail on such a record, naming it;
+    ``keep`` returns it; ``skip`` leaves it out. ``erased="drop"`` leaves erased whole values out.
+    ``topic_map`` maps physical topics to the logical topic the ciphertext is bound to (mirrors).
+    """
+    rules = _rules(rules)
+    source = _source(df)
+    _warn_without_io_encryption(source)
+    parts = [with_key_ids(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
+    seen = _union([p.select("key_id", "subject") for p in parts]).distinct().collect()
+    _check_covered(source, rules)
+    keys.wait_caught_up()
+    pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in seen if r["key_id"] is not None}, key=repr)
+    classified = [classify_key(keys, kid, subject) for kid, subject in pairs]
+    keys_frame = source.sparkSession.createDataFrame(classified, DECRYPT_KEYS_SCHEMA)
+    logical = F.col("topic")
+    for physical, name in (topic_map or {}).items():
+        logical = F.when(F.col("topic") == physical, F.lit(name)).otherwise(logical)
+    opened = [
+        decrypt_frame(part, keys_frame, rule, logical_topic=logical, output_topic=F.col("topic"), erased_value="null")
+        for part, rule in zip(parts, rules.rules, strict=True)
+    ]
+    frame = _union(opened)
+    missing = F.col("status") == PENDING
+    frame = frame.withColumn("status", F.when(missing, F.lit(MISSING_KEY)).otherwise(F.col("status"))).withColumn(
+        "reason",
+        F.when(missing, F.lit("no key for this record in the keys topic (never written, or not replicated here)"))
+        .otherwise(F.col("reason")),
+    )  # fmt: skip
+    bad = F.col("status").isin(FAILED, MISSING_KEY)
+    if on_failure == "skip":
+        frame = frame.filter(~bad)
+    elif on_failure == "fail":
+        failure = F.raise_error(_describe("cannot decrypt", "on_failure='keep' or 'skip'"))
+        frame = frame.withColumn("value", F.when(bad, failure).otherwise(F.col("value")))
+    elif on_failure != "keep":
+        raise PipelineError(f"on_failure={on_failure!r} is unknown", hint="use 'fail', 'keep' or 'skip'")
+    if erased == "drop":
+        frame = frame.filter(F.col("status") != ERASED)
+    return frame.select(
+        F.col("src_topic").alias("topic"),
+        F.col("src_partition").alias("partition"),
+        F.col("src_offset").alias("offset"),
+        "key",
+        "value",
+        "headers",
+        F.timestamp_millis("timestamp_ms").alias("timestamp"),
+        "status",
+        "reason",
+    )
+
+
+# ---------------------------------------------------------------------------- helpers
+def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
+    return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
+
+
+def _source(df: DataFrame) -> DataFrame:
+    missing = [c for c in SOURCE_REQUIRED if c not in df.columns]
+    if missing:
+        raise PipelineError(
+            f"the DataFrame lacks the Kafka source columns {', '.join(missing)} (it has {', '.join(df.columns)})",
+            hint="pass a frame read with spark.read.format('kafka') or with the same columns",
+        )
+    if "headers" not in df.columns:
+        df = df.withColumn("headers", F.array().cast("array<struct<key:string,value:binary>>"))
+    return df.withColumn("key", F.col("key").cast("binary")).withColumn("value", F.col("value").cast("binary"))
+
+
+def _check_covered(df: DataFrame, rules: EncryptionRules) -> None:
+    covered = F.lit(False)
+    for i in range(len(rules.rules)):
+        covered = covered | rule_condition(rules, i)
+    stray = [r["topic"] for r in df.filter(~covered).select("topic").distinct().limit(5).collect()]
+    if stray:
+        raise PipelineError(
+            f"no rule matches the frame's topics {', '.join(sorted(stray))}",
+            hint="add rules for them, or filter the frame to the topics the rules cover",
+        )
+
+
+def _union(frames: Iterable[DataFrame]) -> DataFrame:
+    it = iter(frames)
+    out = next(it)
+    for frame in it:
+        out = out.unionByName(frame)
+    return out
+
+
+def _limit(max_value_bytes: int | Mapping[str, int] | None, out_topic: Column) -> int | Column:
+    if max_value_bytes is None:
+        return UNLIMITED
+    if isinstance(max_value_bytes, int):
+        return max_value_bytes
+    limits = F.create_map(*[x for topic, n in sorted(max_value_bytes.items()) for x in (F.lit(topic), F.lit(n))])
+    return F.coalesce(limits[out_topic], F.lit(UNLIMITED))
+
+
+def _describe(what: str, remedy: str) -> Column:
+    return F.concat(
+        F.lit(f"[strongroom] {what} "), F.col("src_topic"), F.lit("["), F.col("src_partition").cast("string"),
+        F.lit("]@"), F.col("src_offset").cast("string"), F.lit(": "), F.coalesce(F.col("reason"), F.lit("?")),
+        F.lit(f" (to go on without it: {remedy})"),
+    )  # fmt: skip
+
+
+def _warn_without_io_encryption(df: DataFrame) -> None:
+    if df.sparkSession.conf.get("spark.io.encryption.enabled", "false") != "true":
+        log.warning(
+            "spark.io.encryption.enabled is off: the broadcast keys frame and spills may reach local disk in "
+            "clear; start the session with it on (strongroom.spark.jobs.common.PIPELINE_SPARK_CONF)"
+        )
