@@ -4,12 +4,16 @@ Per micro-batch (``foreachBatch`` on the driver):
 
 1. held subjects whose keys arrived are released first (:mod:`strongroom.spark.jobs.pending`), so each
    subject's records leave in source order;
-2. the distinct ``(key id, subject)`` pairs of the batch are looked up in the key table (a continuously
-   refreshed view of the keys topic): available, erased, not arrived yet, or lost (the wrapping key's
-   KEK is gone or disabled in the KMS). A KMS outage is waited out, never reported as a lost key;
-3. the keys frame is broadcast-joined and records are opened in the JVM (whole values) or on Arrow
-   batches in Python (JSON fields); erased subjects lose their encrypted fields (field mode) or are
-   dropped / kept with a null value (whole-value mode, ``erased``);
+2. Kafka output, one pass: the exactly-once sink's tasks open each Arrow batch
+   (:class:`~strongroom.spark.row_transforms.DecryptRows`) with keys from the driver's key service,
+   which classifies each ``(key id, subject)`` in the key table (a continuously refreshed view of the
+   keys topic): available, erased, not arrived yet, or lost (the wrapping key's KEK is gone or disabled
+   in the KMS). A KMS outage is waited out, never reported as a lost key.
+   Parquet/console output, two passes over the cached batch: the distinct pairs are collected and
+   classified the same way, and a broadcast keys frame opens the records in the JVM (whole values) or
+   on Arrow batches (JSON fields) (:func:`~strongroom.spark.transforms.decrypt_frame`);
+3. erased subjects lose their encrypted fields (field mode) or are dropped / kept with a null value
+   (whole-value mode, ``erased``);
 4. per-record failures (lost KEK, tampered or moved records, unknown format versions) follow
    ``on_failure``: ``fail`` (default) stops with an error naming topic, partition, offset and KEK — for
    a lost or disabled KEK only after ``lost_kek_wait_s`` of re-checking, so a KEK that is restored
@@ -82,7 +86,8 @@ Output = Literal["kafka", "parquet", "console"]
 
 
 class DecryptJob(StreamingJob):
-    """Thin I/O shell around :func:`~strongroom.spark.transforms.decrypt_frame`; the session is passed in."""
+    """Thin I/O shell around :class:`~strongroom.spark.row_transforms.DecryptRows` (Kafka output) and
+    :func:`~strongroom.spark.transforms.decrypt_frame` (Parquet, console); the session is passed in."""
 
     kind = "decrypt"
 
