@@ -28,16 +28,16 @@ The keys frame holds DEKs and is broadcast: run the session with ``spark.io.encr
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
-from strongroom.rules import EncryptionRules
+from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ENCRYPT_KEYS_SCHEMA,
@@ -127,11 +127,7 @@ def encrypt_dataframe(
     encrypted, naming it; ``"drop"`` leaves such records out.
     """
     rules = _rules(rules)
-    source = _source(df)
-    _warn_without_io_encryption(source)
-    parts = [with_subject(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-    seen = _union([p.select("topic", "subject") for p in parts]).distinct().collect()
-    _check_covered(source, rules)
+    source, parts, seen = _split(df, rules, with_subject, "subject")
     subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
     decided = keys.get_or_create(subjects) if subjects else {}
     keys_frame = source.sparkSession.createDataFrame(encrypt_key_rows(decided), ENCRYPT_KEYS_SCHEMA)
@@ -174,11 +170,7 @@ def decrypt_dataframe(
     ``topic_map`` maps physical topics to the logical topic the ciphertext is bound to (mirrors).
     """
     rules = _rules(rules)
-    source = _source(df)
-    _warn_without_io_encryption(source)
-    parts = [with_key_ids(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-    seen = _union([p.select("key_id", "subject") for p in parts]).distinct().collect()
-    _check_covered(source, rules)
+    source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
     keys.wait_caught_up()
     pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in seen if r["key_id"] is not None}, key=repr)
     classified = [classify_key(keys, kid, subject) for kid, subject in pairs]
@@ -223,6 +215,19 @@ def decrypt_dataframe(
 # ---------------------------------------------------------------------------- helpers
 def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
     return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
+
+
+def _split(
+    df: DataFrame, rules: EncryptionRules, annotate: Callable[[DataFrame, TopicRule], DataFrame], *columns: str
+) -> tuple[DataFrame, list[DataFrame], list[Row]]:
+    """The checked source, its rows per rule (annotated), and the distinct ``columns`` over all of them
+    (one Spark job). Refuses frames whose topics some rule does not cover."""
+    source = _source(df)
+    _warn_without_io_encryption(source)
+    parts = [annotate(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
+    seen = _union([p.select(*columns) for p in parts]).distinct().collect()
+    _check_covered(source, rules)
+    return source, parts, seen
 
 
 def _source(df: DataFrame) -> DataFrame:

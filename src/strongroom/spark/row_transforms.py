@@ -57,6 +57,16 @@ def _source(cols: Mapping[str, list[Any]], i: int) -> str:
     return f"{cols['src_topic'][i]}/{cols['src_partition'][i]}/{cols['src_offset'][i]}"
 
 
+def _dead_letter(out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, reason: str, topic: str) -> None:
+    """Row ``i`` goes unchanged to the dead-letter topic with the reason and its source coordinates."""
+    out["emit"][i], out["topic"][i], out["value"][i] = True, topic, cols["value"][i]
+    out["headers"][i] = [
+        *cols["headers"][i],
+        ("strongroom.dead-letter.reason", reason.encode()),
+        ("strongroom.dead-letter.source", _source(cols, i).encode()),
+    ]
+
+
 @dataclass
 class _Rules:
     """The rule and codec per topic (first match wins), cached in the executor."""
@@ -137,12 +147,7 @@ class EncryptRows:
                 reason: str) -> None:  # fmt: skip
         out["status"][i], out["reason"][i] = REJECTED, reason
         if rule.on_reject == "dead-letter" and self.dead_letter_topic:
-            out["emit"][i], out["topic"][i], out["value"][i] = True, self.dead_letter_topic, cols["value"][i]
-            out["headers"][i] = [
-                *cols["headers"][i],
-                ("strongroom.dead-letter.reason", reason.encode()),
-                ("strongroom.dead-letter.source", _source(cols, i).encode()),
-            ]
+            _dead_letter(out, cols, i, reason, self.dead_letter_topic)
         else:
             out["emit"][i], out["fatal"][i] = False, True
 
@@ -244,12 +249,7 @@ class DecryptRows:
     def _fail(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, reason: str) -> None:
         out["status"][i], out["reason"][i] = FAILED, reason
         if self.on_failure == "dead-letter" and self.dead_letter_topic:
-            out["emit"][i], out["topic"][i], out["value"][i] = True, self.dead_letter_topic, cols["value"][i]
-            out["headers"][i] = [
-                *cols["headers"][i],
-                ("strongroom.dead-letter.reason", reason.encode()),
-                ("strongroom.dead-letter.source", _source(cols, i).encode()),
-            ]
+            _dead_letter(out, cols, i, reason, self.dead_letter_topic)
         elif self.on_failure == "fail":
             out["emit"][i], out["fatal"][i] = False, True
         else:
