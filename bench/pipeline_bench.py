@@ -7,7 +7,8 @@ One run, one local Kafka broker, one Spark session (local[2]):
 1. produce N JSON records of ~1 KB over S distinct subjects to a 2-partition topic;
 2. passthrough (baseline): the same streaming query shape — Kafka source, ``foreachBatch``, the same
    exactly-once transactional sink (one transaction per source partition) — copying records unchanged;
-3. encrypt: the real EncryptJob (keys for S subjects, JVM sealing for whole values, Arrow for fields);
+3. encrypt: the real EncryptJob (keys for S subjects created through the driver's key service, records
+   sealed in the sink's tasks: one pass);
 4. decrypt: the real DecryptJob on the encrypted topic, vs the passthrough copy of that topic.
 
 Also printed, for context: Spark's own Kafka sink (JVM, at-least-once) copying the same topic.

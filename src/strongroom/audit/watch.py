@@ -10,10 +10,12 @@ neither re-alerts nor misses what changed while it was down) and validates:
   by ``retention.bytes`` (the log still holds at least that much). Otherwise critical
   ``lso-advance-unjustified``; when the ledger never saw the deleted range and retention could
   explain it, ``lso-advance-unverified`` (warning) - the watcher never claims more than it saw.
-* **leader epoch changed** - a new leader outside the previous ISR is an ``unclean-election``
-  (critical); a high watermark that went backwards, or a ledgered record whose (epoch, content) the
-  log no longer holds (the ledger's epoch chain: first offset of each epoch plus the last ledgered
-  offset, spot-read from the log), is a ``truncation`` (critical). A clean change is an info event.
+* **leader epoch changed** - a new leader outside the previously observed ISR is an
+  ``unclean-election``: critical with truncation evidence, a warning when the topic allows unclean
+  elections and no loss is found yet; with unclean elections disabled and no loss it joined the ISR
+  between two polls (a clean change, info). A high watermark that went backwards, or a ledgered
+  record whose (epoch, content) the log no longer holds (the ledger's epoch chain: first offset of
+  each epoch plus the last ledgered offset, spot-read from the log), is a ``truncation`` (critical).
 * **configuration weakened** - retention lowered, ``unclean.leader.election.enable`` turned on,
   ``min.insync.replicas`` or the replication factor lowered, compaction turned into deletion.
 
@@ -274,31 +276,47 @@ def _leadership(
         if hw_back:
             out.append(_truncation_hw(before, now, facts))
         return out
-    unclean = now.leader >= 0 and before.isr and now.leader not in before.isr
+    compacted = "compact" in config.get("cleanup.policy", "delete")
+    truncations = _chain_check(now, evidence, facts, compacted)
+    if not truncations and 0 <= now.high_watermark < before.high_watermark:
+        truncations.append(_truncation_hw(before, now, facts))
+    # Polling samples the ISR: a replica can join it and be elected within one interval. So a leader
+    # outside the ISR seen last is an unclean election only with evidence: records lost (critical), or
+    # a topic that allows unclean elections (warning while no loss is found); otherwise a clean change.
+    outside_isr = now.leader >= 0 and bool(before.isr) and now.leader not in before.isr
+    unclean_allowed = str(config.get("unclean.leader.election.enable", "false")).lower() == "true"
+    unclean = outside_isr and (bool(truncations) or unclean_allowed)
     if unclean:
+        consequence = (
+            "acknowledged records were lost (see the truncation alert)"
+            if truncations
+            else "the topic allows unclean elections; no loss found at the ledger's epoch boundaries yet"
+        )
         out.append(
             Alert(
                 A.UNCLEAN_ELECTION,
-                A.CRITICAL,
+                A.CRITICAL if truncations else A.WARNING,
                 f"{now.topic}[{now.partition}]: broker {now.leader} became leader (epoch {now.leader_epoch}) "
-                f"but was not in the previous ISR {list(before.isr)}",
+                f"but was not in the previous ISR {list(before.isr)}; {consequence}",
                 topic=now.topic,
                 partition=now.partition,
                 evidence=facts,
             )
         )
-    compacted = "compact" in config.get("cleanup.policy", "delete")
-    truncations = _chain_check(now, evidence, facts, compacted)
-    if not truncations and 0 <= now.high_watermark < before.high_watermark:
-        truncations.append(_truncation_hw(before, now, facts))
     out.extend(truncations)
     if not unclean and not truncations and now.leader >= 0:
+        joined = (
+            f"; it joined the ISR after the previous poll ({list(before.isr)}): unclean elections are "
+            "disabled for the topic and no truncation was found"
+            if outside_isr
+            else ""
+        )
         out.append(
             Alert(
                 A.LEADER_CHANGE,
                 A.INFO,
                 f"{now.topic}[{now.partition}]: clean leader change to broker {now.leader} "
-                f"(epoch {before.leader_epoch} -> {now.leader_epoch})",
+                f"(epoch {before.leader_epoch} -> {now.leader_epoch}){joined}",
                 topic=now.topic,
                 partition=now.partition,
                 evidence=facts,

@@ -130,10 +130,30 @@ def test_clean_failover_is_an_info_event() -> None:
     assert kinds(alerts) == [("leader-change", "info")]
 
 
-def test_leader_outside_previous_isr_is_unclean() -> None:
-    before = part(leader=1, isr=(1,))
-    after = part(leader=2, epoch=1, isr=(2,), hw=100)
-    assert ("unclean-election", "critical") in kinds(evaluate(obs(before), obs(after), Evidence(now_ms=NOW)))
+def test_leader_outside_previous_isr_with_lost_records_is_a_critical_unclean_election() -> None:
+    before = part(leader=1, isr=(1,), hw=100)
+    after = part(leader=2, epoch=1, isr=(2,), hw=90)
+    alerts = kinds(evaluate(obs(before), obs(after), Evidence(now_ms=NOW)))
+    assert ("unclean-election", "critical") in alerts
+    assert ("truncation", "critical") in alerts
+
+
+def test_leader_outside_previous_isr_on_a_topic_allowing_unclean_elections_is_a_warning() -> None:
+    before, after = part(leader=1, isr=(1,)), part(leader=2, epoch=1, isr=(2,), hw=100)
+    allowed = {"unclean.leader.election.enable": "true"}
+    alerts = evaluate(obs(before, config=allowed), obs(after, config=allowed), Evidence(now_ms=NOW))
+    assert kinds(alerts) == [("unclean-election", "warning")]
+    assert "no loss found" in alerts[0].message
+
+
+def test_replica_that_joined_the_isr_between_polls_and_was_elected_is_a_clean_change() -> None:
+    # Sampling: broker 2 rejoined the ISR and broker 1 died within one poll interval. Unclean elections
+    # are disabled and nothing was truncated: not an alert (the false positive of a clean rolling restart).
+    before = part(leader=1, isr=(1, 3))
+    after = part(leader=2, epoch=1, isr=(2, 3), hw=120)
+    alerts = evaluate(obs(before), obs(after), Evidence(now_ms=NOW))
+    assert kinds(alerts) == [("leader-change", "info")]
+    assert "joined the ISR after the previous poll" in alerts[0].message
 
 
 def test_high_watermark_going_back_is_truncation() -> None:
