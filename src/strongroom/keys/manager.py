@@ -165,6 +165,7 @@ class KeyManager:
             result: dict[str, KeyOrDecision] = {}
             need: list[str] = []
             states = self.table.subject_states(ordered)
+            self.table.warm(st.current_key.key_id for st in states.values() if st.current_key is not None)
             for subject in ordered:
                 known = self._known(states[subject])
                 if known is None:

@@ -435,6 +435,39 @@ class KeyTable:
             "does not exist (written after the erasure under the never-stored-key policy)"
         )
 
+    def warm(self, key_ids: Iterable[bytes]) -> int:
+        """Load many keys into the cache in few store queries (a batch's keys before per-key lookups).
+
+        Only keys the store holds and can unwrap are loaded; anything else (absent, erased, declared
+        lost, wrapping key unavailable) is left for :meth:`lookup` to report. Returns how many loaded.
+        """
+        self._check_alive()
+        with self._lock:
+            missing = [k for k in dict.fromkeys(key_ids) if k not in self._lru.entries]
+        if not missing:
+            return 0
+        unwrapped: list[tuple[StoredKey, bytes]] = []
+        for stored in self.store.keys_many(missing).values():
+            if stored.wk_id in self._lost:
+                continue
+            try:
+                key = self._unwrap(stored)
+            except StrongroomError:  # lookup() reports it, with its own error
+                continue
+            if key is not None:
+                unwrapped.append((stored, key))
+        if not unwrapped:
+            return 0
+        still = self.store.keys_many([stored.key_id for stored, _ in unwrapped])
+        loaded = 0
+        with self._lock:
+            # Only cache what no erasure or lost marker removed meanwhile (the applier evicts under this lock).
+            for stored, key in unwrapped:
+                if stored.key_id in still and stored.wk_id not in self._lost:
+                    self._lru.put(stored.key_id, stored.subject, key)
+                    loaded += 1
+        return loaded
+
     def _reached_current_end(self, partition: int) -> bool:
         ((_, high),) = self._watermarks([partition]).values()
         try:

@@ -173,6 +173,7 @@ def decrypt_dataframe(
     source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
     keys.wait_caught_up()
     pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in seen if r["key_id"] is not None}, key=repr)
+    keys.warm(kid for kid, _ in pairs)
     classified = [classify_key(keys, kid, subject) for kid, subject in pairs]
     keys_frame = source.sparkSession.createDataFrame(classified, DECRYPT_KEYS_SCHEMA)
     logical = F.col("topic")

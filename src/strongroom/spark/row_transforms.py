@@ -113,7 +113,8 @@ class EncryptRows:
                 subjects[i] = subject
         wanted = sorted({s for s in subjects if s is not None})
         assert self._client is not None
-        keys = self._client.call("encrypt_keys", subjects=wanted) if wanted else {}
+        answer = self._client.call("encrypt_keys", subjects=wanted) if wanted else {}
+        keys = {s: (unb64(kid), unb64(dek)) if emit else None for s, (kid, dek, emit) in answer.items()}
         for i in range(n):
             rule, codec, _ = self._codecs(cols["src_topic"][i])
             out_topic = rule.output_for(cols["src_topic"][i])
@@ -127,8 +128,7 @@ class EncryptRows:
             if reason is None:
                 subject_text = subjects[i]
                 assert subject_text is not None
-                key_id, dek, emit = keys[subject_text]
-                key = (unb64(key_id), unb64(dek)) if emit else None
+                key = keys[subject_text]
                 limit = self.limits.get(out_topic, 1_000_000 - 1024)
                 result = seal_record(codec, value, headers, out_topic, subject_text, key, limit)
                 if result is None:

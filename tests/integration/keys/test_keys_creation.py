@@ -124,3 +124,32 @@ def test_concurrent_creators_in_threads_and_processes_converge(
         for subject, _, envelope in envelopes:
             decrypt_value(envelope, reader.key_lookup_for(subject), RecordContext("t", subject.encode()))
     assert KeysTopic(client, keys_topic).partitions == 3
+
+
+def test_warm_loads_a_batch_of_keys_and_leaves_erased_and_unknown_ones_to_lookup(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    from strongroom.envelope.errors import SubjectErased
+    from strongroom.keys.erasure import erase
+
+    subjects = [f"warm-{i}" for i in range(300)]
+    with KeyManager(client, kms, topic=keys_topic, table_options={"readers_topic": readers_topic}) as manager:
+        keys = manager.get_or_create(subjects)
+    erase(client, ["warm-3"], reason="test", topic=keys_topic)
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
+        reader.wait_caught_up(30)
+        ids = [k.key_id for k in keys.values() if isinstance(k, SubjectKey)]
+        assert reader.warm([*ids, b"\xee" * 16]) == 299
+        assert reader.warm(ids) == 0  # all cached (or erased) already
+        misses = reader.stats()["lru"]["misses"]
+        for subject in subjects:
+            key = keys[subject]
+            assert isinstance(key, SubjectKey)
+            if subject == "warm-3":
+                try:
+                    reader.lookup(key.key_id, subject)
+                except SubjectErased:
+                    continue
+                raise AssertionError("an erased key was served")
+            assert reader.lookup(key.key_id, subject) == key.key
+        assert reader.stats()["lru"]["misses"] == misses + 1  # only the erased key missed the cache

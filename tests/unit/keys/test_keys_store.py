@@ -130,3 +130,21 @@ def test_orphaned_temp_stores_of_dead_processes_are_removed(tmp_path: Path) -> N
     alive.mkdir()
     assert remove_orphaned_temp_stores(tmp_path) == [orphan]
     assert alive.exists()
+
+
+def test_keys_many_finds_stored_keys_in_chunks_and_leaves_out_absent_and_erased_ones(store: KeyStore) -> None:
+    subjects = [f"s{i}" for i in range(1200)]
+    records = [
+        (i, SubjectKeyRecord(s, i.to_bytes(16, "big"), WK, b"w" * 60, 1, "local:kek")) for i, s in enumerate(subjects)
+    ]
+    apply(store, *records, (1200, marker("s7")))
+    wanted = [i_to(i) for i in range(1300)]  # 100 ids that were never stored
+    found = store.keys_many(wanted)
+    assert len(found) == 1199  # s7's key was erased by its marker
+    assert i_to(7) not in found
+    assert found[i_to(1199)].subject == "s1199"
+    assert found[i_to(0)] == store.key(i_to(0))
+
+
+def i_to(n: int) -> bytes:
+    return n.to_bytes(16, "big")

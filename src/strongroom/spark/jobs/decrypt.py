@@ -296,6 +296,8 @@ class DecryptJob(StreamingJob):
     def _classify(self, pairs: Iterable[tuple[bytes, str | None]]) -> list[tuple[bytes, bytes | None, str, str | None]]:
         """Look every key up; wait out a KMS outage (``KmsUnavailable``) instead of calling keys lost."""
         held = self.pending.held_subjects()
+        pairs = list(pairs)
+        self.table.warm(key_id for key_id, _ in pairs)
         return wait_out_kms_outage(
             lambda: [self._classify_one(key_id, subject, held) for key_id, subject in pairs],
             self.settings.kms_outage_wait_s,
