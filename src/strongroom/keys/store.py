@@ -43,7 +43,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.records import (
@@ -92,6 +92,9 @@ INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition,
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
 WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6)
 """
+
+
+_KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref"
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,21 +365,19 @@ class KeyStore:
             ).fetchone()
         return StoredKey(*row) if row else None
 
+    def _select_in(self, query: str, values: Sequence[Any], suffix: str = "") -> Iterator[tuple[Any, ...]]:
+        """Rows of ``query WHERE … IN (values)`` in chunks of 500 values (SQLite's parameter limit)."""
+        for start in range(0, len(values), 500):
+            chunk = list(values[start : start + 500])
+            with self._lock:
+                sql = f"{query} IN ({','.join('?' * len(chunk))}){suffix}"  # values are bound, never inlined
+                rows = self._db.execute(sql, chunk).fetchall()
+            yield from rows
+
     def keys_many(self, key_ids: Sequence[bytes]) -> dict[bytes, StoredKey]:
         """:meth:`key` for many key ids in few queries (absent ids are left out)."""
-        found: dict[bytes, StoredKey] = {}
-        for start in range(0, len(key_ids), 500):
-            chunk = list(key_ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "  # noqa: S608
-                    f"FROM subject_keys WHERE key_id IN ({marks})",
-                    chunk,
-                ).fetchall()
-            for row in rows:
-                found[bytes(row[0])] = StoredKey(*row)
-        return found
+        rows = self._select_in(f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE key_id", key_ids)  # noqa: S608
+        return {bytes(row[0]): StoredKey(*row) for row in rows}
 
     def live_keys(self, subject: str) -> list[StoredKey]:
         """The subject's stored keys in partition order (the first is the current key)."""
@@ -391,33 +392,14 @@ class KeyStore:
     def live_keys_many(self, subjects: Sequence[str]) -> dict[str, list[StoredKey]]:
         """:meth:`live_keys` for many subjects in few queries (key creation checks a whole batch)."""
         found: dict[str, list[StoredKey]] = {s: [] for s in subjects}
-        for start in range(0, len(subjects), 500):
-            chunk = list(subjects[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "  # noqa: S608
-                    f"FROM subject_keys WHERE subject IN ({marks}) ORDER BY subject, offset",
-                    chunk,
-                ).fetchall()
-            for row in rows:
-                found[row[1]].append(StoredKey(*row))
+        query = f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE subject"  # noqa: S608 - constant columns
+        for row in self._select_in(query, subjects, " ORDER BY subject, offset"):
+            found[row[1]].append(StoredKey(*row))
         return found
 
     def markers_many(self, subjects: Sequence[str]) -> dict[str, StoredMarker]:
-        found: dict[str, StoredMarker] = {}
-        for start in range(0, len(subjects), 500):
-            chunk = list(subjects[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT subject, partition, offset, request_id, requested_at "  # noqa: S608
-                    f"FROM markers WHERE subject IN ({marks})",
-                    chunk,
-                ).fetchall()
-            for row in rows:
-                found[row[0]] = StoredMarker(*row)
-        return found
+        query = "SELECT subject, partition, offset, request_id, requested_at FROM markers WHERE subject"
+        return {row[0]: StoredMarker(*row) for row in self._select_in(query, subjects)}
 
     def marker(self, subject: str) -> StoredMarker | None:
         with self._lock:
