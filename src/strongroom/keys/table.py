@@ -668,7 +668,9 @@ class KeyTable:
                 )
             )
             self._assign(consumer)
-            self._heartbeat()
+            # Registered before it can serve a key (the loop below reports caught-up): erasure
+            # verification must never miss a running reader because its first heartbeat was in flight.
+            self._heartbeat(flush=True)
             last_partition_check = time.monotonic()
             while not self._stop.is_set():
                 messages = consumer.consume(5000, self.poll_timeout)
