@@ -126,6 +126,7 @@ def encrypt_dataframe(
     ``on_reject="fail"`` (default) makes computing the frame fail on a record that cannot be
     encrypted, naming it; ``"drop"`` leaves such records out.
     """
+    _check_choice("on_reject", on_reject, ("fail", "drop"))
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_subject, "subject")
     subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
@@ -139,11 +140,9 @@ def encrypt_dataframe(
     rejected = F.col("status") == REJECTED
     if on_reject == "drop":
         frame = frame.filter(~rejected)
-    elif on_reject == "fail":
-        failure = F.raise_error(_describe("cannot encrypt", "the rule's on_reject or on_reject='drop'"))
-        frame = frame.withColumn("value", F.when(rejected, failure).otherwise(F.col("value")))
     else:
-        raise PipelineError(f"on_reject={on_reject!r} is unknown", hint="use 'fail' or 'drop'")
+        failure = F.raise_error(_describe("cannot encrypt", "on_reject='drop'"))
+        frame = frame.withColumn("value", F.when(rejected, failure).otherwise(F.col("value")))
     return frame.filter(F.col("emit") | rejected).select(
         "topic", "key", "value", "headers", F.timestamp_millis("timestamp_ms").alias("timestamp")
     )
@@ -169,6 +168,8 @@ def decrypt_dataframe(
     ``keep`` returns it; ``skip`` leaves it out. ``erased="drop"`` leaves erased whole values out.
     ``topic_map`` maps physical topics to the logical topic the ciphertext is bound to (mirrors).
     """
+    _check_choice("on_failure", on_failure, ("fail", "keep", "skip"))
+    _check_choice("erased", erased, ("keep", "drop"))
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
     keys.wait_caught_up()
@@ -185,19 +186,16 @@ def decrypt_dataframe(
     ]
     frame = _union(opened)
     missing = F.col("status") == PENDING
-    frame = frame.withColumn("status", F.when(missing, F.lit(MISSING_KEY)).otherwise(F.col("status"))).withColumn(
-        "reason",
-        F.when(missing, F.lit("no key for this record in the keys topic (never written, or not replicated here)"))
-        .otherwise(F.col("reason")),
-    )  # fmt: skip
+    no_key = "no key for this record in the keys topic (never written, or not replicated here)"
+    frame = frame.withColumn("reason", F.when(missing, F.lit(no_key)).otherwise(F.col("reason"))).withColumn(
+        "status", F.when(missing, F.lit(MISSING_KEY)).otherwise(F.col("status"))
+    )  # reason first: it tests the status before the rename
     bad = F.col("status").isin(FAILED, MISSING_KEY)
     if on_failure == "skip":
         frame = frame.filter(~bad)
     elif on_failure == "fail":
         failure = F.raise_error(_describe("cannot decrypt", "on_failure='keep' or 'skip'"))
         frame = frame.withColumn("value", F.when(bad, failure).otherwise(F.col("value")))
-    elif on_failure != "keep":
-        raise PipelineError(f"on_failure={on_failure!r} is unknown", hint="use 'fail', 'keep' or 'skip'")
     if erased == "drop":
         frame = frame.filter(F.col("status") != ERASED)
     return frame.select(
@@ -214,6 +212,11 @@ def decrypt_dataframe(
 
 
 # ---------------------------------------------------------------------------- helpers
+def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise PipelineError(f"{name}={value!r} is unknown", hint=f"use one of {', '.join(allowed)}")
+
+
 def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
     return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
 

@@ -153,6 +153,7 @@ def test_whole_value_erased_tampered_and_missing_keys_by_policy(
     assert kept[12]["value"] is None
     assert "integrity check failed" in kept[12]["reason"]
     assert kept[13]["status"] == "missing-key"
+    assert "no key for this record" in kept[13]["reason"]
     assert kept[13]["value"] is None
     erased = [r for r in kept.values() if r["status"] == "erased"]
     assert erased
@@ -205,3 +206,6 @@ def test_bad_frames_get_clear_errors(spark: SparkSession, pipeline_env: Any, man
         )
     with pytest.raises(PipelineError, match=f"no rule matches the frame's topics {topic}"):
         encrypt_dataframe(source, {"rules": [{"topic": "another"}]}, keys=manager)
+    with pytest.raises(PipelineError, match="on_reject='quarantine' is unknown"):
+        encrypt_dataframe(source, {"rules": [{"topic": topic}]}, keys=manager, on_reject="quarantine")  # type: ignore[arg-type]
+    assert manager.counters["created"] == 0  # refused before any key was made
