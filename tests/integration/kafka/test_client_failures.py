@@ -7,12 +7,13 @@ import time
 from typing import Any
 
 import pytest
-from client_kit import ClientEnv, TcpForwarder, poll_all, poll_until
+from client_kit import ClientEnv, poll_all, poll_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strongroom.envelope import IntegrityError, UnsupportedFormatVersion
 from strongroom.kafka.errors import DecryptFailed
 from strongroom.kms.errors import KekDisabled
+from strongroom.testing.forwarder import TcpForwarder
 
 
 def value_rules(topic: str) -> dict[str, Any]:

@@ -7,8 +7,6 @@ real servers spoken to over HTTP — nothing in the contract suite is mocked.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from typing import Any
 
 from strongroom.kms.admin.base import KekAdmin
 from strongroom.kms.api import Edek, Kms
+from strongroom.testing.process import free_port
 
 
 @dataclass
@@ -34,14 +33,6 @@ class ProviderUnderTest:
     unreachable: Callable[[], Kms] | None
     #: A KMS of this provider with credentials the server rejects (None: the server accepts any).
     wrong_credentials: Callable[[], Kms] | None
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound then released, so connections are refused)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 def new_alias() -> str:
@@ -78,7 +69,7 @@ def _vault(openbao: Any) -> ProviderUnderTest:
         admin=VaultKekAdmin(openbao.client()),
         missing_kek_id=new_alias(),
         garbage_edek=lambda kek_id: Edek("vault", kek_id, b"vault:v1:AAAA"),
-        unreachable=lambda: make(address=f"http://127.0.0.1:{closed_port()}", timeout_seconds=2),
+        unreachable=lambda: make(address=f"http://127.0.0.1:{free_port()}", timeout_seconds=2),
         wrong_credentials=lambda: make(token="not-a-valid-token"),
     )
 
@@ -108,7 +99,7 @@ def _aws(moto_kms: Any) -> ProviderUnderTest:
         admin=AwsKekAdmin(client, enforces_states=False),  # moto keeps using disabled keys
         missing_kek_id=str(uuid.uuid4()),
         garbage_edek=lambda kek_id: Edek("aws", kek_id, b"not a ciphertext blob" * 3),
-        unreachable=lambda: make(endpoint_url=f"http://127.0.0.1:{closed_port()}", connect_timeout_seconds=2),
+        unreachable=lambda: make(endpoint_url=f"http://127.0.0.1:{free_port()}", connect_timeout_seconds=2),
         wrong_credentials=None,  # moto accepts any credentials
     )
 
@@ -119,62 +110,3 @@ def make_provider(name: str, request: Any, tmp_path: Path) -> ProviderUnderTest:
     if name == "vault":
         return _vault(request.getfixturevalue("openbao"))
     return _aws(request.getfixturevalue("moto_kms"))
-
-
-class TcpForwarder:
-    """A loopback TCP forwarder that starts listening only when told to: a real, flaky endpoint.
-
-    Before :meth:`start` the port refuses connections (like a KMS that is down or restarting);
-    afterwards every connection is piped to ``target``.
-    """
-
-    def __init__(self, target_port: int) -> None:
-        import threading
-
-        self.target_port = target_port
-        self.port = closed_port()
-        self._threading = threading
-        self._server: socket.socket | None = None
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", self.port))
-        server.listen(16)
-        server.settimeout(0.2)
-        self._server = server
-        self._threading.Thread(target=self._accept, daemon=True).start()
-
-    def start_after(self, seconds: float) -> None:
-        self._threading.Timer(seconds, self.start).start()
-
-    def _accept(self) -> None:
-        assert self._server is not None
-        while not self._stop.is_set():
-            try:
-                client, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            for source, sink in ((client, upstream), (upstream, client)):
-                self._threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.close()

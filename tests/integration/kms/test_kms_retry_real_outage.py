@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kms_providers import TcpForwarder, new_alias
+from kms_providers import new_alias
 
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.kms.metered import MeteredKms
 from strongroom.kms.retrying import RetryingKms
 from strongroom.kms.vault import VaultKms
+from strongroom.testing.forwarder import TcpForwarder
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kms_providers import closed_port, new_alias
+from kms_providers import new_alias
 
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.api import Edek, KekState
@@ -31,6 +31,7 @@ from strongroom.kms.errors import (
     UnknownAlias,
 )
 from strongroom.kms.vault import VaultKms
+from strongroom.testing.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -190,9 +191,9 @@ def openbao_tls() -> Iterator[tuple[str, str, Path]]:
     """A second OpenBao dev server with ``-dev-tls`` (self-signed CA), stopped after the module."""
     from strongroom.testing.openbao import bao_executable
 
-    port = closed_port()
+    port = free_port()
     while not _port_free(port + 1):
-        port = closed_port()
+        port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="strongroom-bao-tls-"))
     token = "tls-" + new_alias()
     argv = [

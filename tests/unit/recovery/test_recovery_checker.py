@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +17,7 @@ from strongroom.recovery.dependency import KeyStatus, RecordKind
 from strongroom.recovery.errors import ScanAborted
 from strongroom.recovery.formats import StrongroomFormat
 from strongroom.recovery.formats.kroxylicious import KroxyliciousFormat, encode_record, vault_edek
+from strongroom.testing.process import free_port
 
 FMT = StrongroomFormat()
 
@@ -105,16 +105,9 @@ def test_subject_keys_need_the_keys_topic(tmp_path: Path) -> None:
         AvailabilityChecker(FMT, kms).check_record(*subject_key_record(bytes(16), b"\x01" * 32))
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 def test_kms_outage_is_retried_then_aborts_never_lost() -> None:
     """A real Vault client against a port nobody listens on: connection refused on every attempt."""
-    vault = VaultKms.from_config({"address": f"http://127.0.0.1:{_closed_port()}", "token": "t", "timeout_seconds": 1})
+    vault = VaultKms.from_config({"address": f"http://127.0.0.1:{free_port()}", "token": "t", "timeout_seconds": 1})
     metered = MeteredKms(vault)
     kms = RetryingKms(metered, max_attempts=3, base_delay_seconds=0.01, deadline_seconds=5)
     fmt = KroxyliciousFormat("vault")
