@@ -25,7 +25,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strongroom.demo.data import PII_PATHS, customer_events
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.consumer import DecryptingConsumer
 from strongroom.kafka.producer import EncryptingProducer, ProducerRecord
 from strongroom.keys.manager import KeyManager
@@ -64,12 +64,7 @@ def timed(fn: Callable[[], object]) -> float:
 def produce_plain(client: ClientConfig, topic: str, records: list[tuple[bytes, bytes]]) -> None:
     producer = Producer(client.producer())
     for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(producer, topic, value=value, key=key)
     assert producer.flush(120) == 0
 
 

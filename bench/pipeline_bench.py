@@ -31,7 +31,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
@@ -93,12 +93,7 @@ def produce(bootstrap: str, topic: str, records: int, subjects: int) -> int:
             separators=(",", ":"),
         ).encode()  # fmt: skip
         size += len(value)
-        while True:
-            try:
-                producer.produce(topic, key=subject.encode(), value=value, headers=[("source", b"bench")])
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_when_room(producer, topic, key=subject.encode(), value=value, headers=[("source", b"bench")])
         if i % 10000 == 0:
             producer.poll(0)
     producer.flush(300)

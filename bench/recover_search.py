@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strongroom.crypto.limits import DekUsagePolicy
 from strongroom.envelope import RecordContext, ValueMode, marker_header
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.envelope_keys import RotatingDekSource
 from strongroom.kms.metered import MeteredKms
@@ -61,12 +61,7 @@ def produce(bootstrap: str, kms: VaultKms, kek_a: str, kek_b: str, n: int, lost:
         key = b"customer-%d" % (i % 50_000)
         payload = b'{"order": %d, "total": 42.5, "items": 3, "country": "DE"}' % i
         value = sources[kek_a if i < lost else kek_b].seal(payload, RecordContext(TOPIC, key))
-        while True:
-            try:
-                producer.produce(TOPIC, value=value, key=key, headers=headers, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(producer, TOPIC, value=value, key=key, headers=headers, partition=0)
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0

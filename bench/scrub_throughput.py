@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from strongroom.audit.ledger import capture_ledger, read_ledger
 from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
 
@@ -41,12 +41,7 @@ VALUE = b"x" * 90
 def fill(bootstrap: str, topic: str, records: int) -> None:
     producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 20, "batch.size": 1_000_000}))
     for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, key=b"key-%d" % (i % 10_000), value=VALUE + b"%08d" % i)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_when_room(producer, topic, key=b"key-%d" % (i % 10_000), value=VALUE + b"%08d" % i)
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0

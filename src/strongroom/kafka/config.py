@@ -90,6 +90,17 @@ class ClientConfig:
         return self._merge(ADMIN_DEFAULTS, overrides)
 
 
+def produce_when_room(producer: Any, topic: str, **kwargs: Any) -> None:
+    """``producer.produce(topic, **kwargs)``; while librdkafka's local queue is full, serve delivery
+    reports and retry (the queue drains as the brokers acknowledge)."""
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def read_properties_file(path: str) -> dict[str, str]:
     """Read a Java/librdkafka ``.properties`` file (``key=value``, ``#`` comments) as a dict."""
     result: dict[str, str] = {}

@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
 from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.errors import ClientClosed, DecryptFailed, DeliveryFailed, KmsOutage
 from strongroom.kafka.records import (
     DEAD_LETTER_REASON,
@@ -547,12 +547,7 @@ class DecryptingConsumer:
         ts_type, ts = msg.timestamp()
         if ts_type != 0 and ts >= 0:
             kwargs["timestamp"] = ts
-        while True:
-            try:
-                self._dlq.produce(self.dead_letter_topic, on_delivery=self._on_dlq_delivery, **kwargs)
-                break
-            except BufferError:
-                self._dlq.poll(0.05)
+        produce_when_room(self._dlq, self.dead_letter_topic, on_delivery=self._on_dlq_delivery, **kwargs)
         self._dlq.poll(0)
 
     def _on_dlq_delivery(self, err: Any, msg: Any) -> None:

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaException, Producer
 
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.errors import ClientClosed, DeliveryFailed, RecordRejected
 from strongroom.kafka.records import (
     DEAD_LETTER_REASON,
@@ -352,17 +352,13 @@ class EncryptingProducer:
             kwargs["timestamp"] = record.timestamp
         if record.partition is not None:
             kwargs["partition"] = record.partition
-        while True:
-            try:
-                self._producer.produce(plan.out_topic, **kwargs)
-                return
-            except BufferError:  # librdkafka's local queue is full: serve deliveries, then retry
-                self._producer.poll(0.05)
-            except KafkaException as exc:  # e.g. larger than message.max.bytes, unknown partition
-                raise DeliveryFailed(
-                    f"cannot produce record {plan.index + 1} to {plan.out_topic!r}: {exc.args[0] if exc.args else exc}",
-                    hint="the records before it in this call were produced; fix this one and produce it again",
-                ) from None
+        try:
+            produce_when_room(self._producer, plan.out_topic, **kwargs)
+        except KafkaException as exc:  # e.g. larger than message.max.bytes, unknown partition
+            raise DeliveryFailed(
+                f"cannot produce record {plan.index + 1} to {plan.out_topic!r}: {exc.args[0] if exc.args else exc}",
+                hint="the records before it in this call were produced; fix this one and produce it again",
+            ) from None
 
     def _delivery_callback(self, user: DeliveryCallback | None) -> DeliveryCallback:
         if user is None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strongroom.errors import PipelineError
-from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.config import ClientConfig, produce_when_room
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -136,12 +136,7 @@ class _PartitionTxn:
             kwargs["headers"] = headers
         if ts is not None and ts >= 0:
             kwargs["timestamp"] = ts
-        while True:
-            try:
-                self.producer.produce(topic, **kwargs)
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                self.producer.poll(0.05)
+        produce_when_room(self.producer, topic, **kwargs)
         self.written += 1
         if self.written % 10_000 == 0:
             self.producer.poll(0)
