@@ -190,11 +190,7 @@ def mark_lost(
         client, todo, plan_id=plan["checksum"], reason=reason, declared_by=options.declared_by, topic=keys_topic
     )
     report["executed"] = True
-    by_hex = {w.wrapping_key: w for w in receipt.written}
-    for entry in report["wrapping_keys"]:
-        written = by_hex.get(entry["wrapping_key"])
-        if written is not None:
-            entry.update(status="marked", partition=written.partition, offset=written.offset)
+    _note_written(report["wrapping_keys"], receipt, "marked")
     if recorder is not None:
         details = {
             "tool": "strongroom recover mark-lost",
@@ -293,11 +289,7 @@ def unmark_lost(
     say(f"tombstoning {len(todo)} lost marker(s) in {keys_topic}")
     receipt = undeclare_lost(client, todo, reason=reason, declared_by=options.declared_by, topic=keys_topic)
     report["executed"] = True
-    by_hex = {w.wrapping_key: w for w in receipt.written}
-    for entry in entries:
-        written = by_hex.get(entry["wrapping_key"])
-        if written is not None:
-            entry.update(status="unmarked", partition=written.partition, offset=written.offset)
+    _note_written(entries, receipt, "unmarked")
     if recorder is not None:
         details = {
             "tool": "strongroom recover unmark-lost",
@@ -343,3 +335,12 @@ class OperationsLogLostRecorder:
             details={**details, "declared_by": receipt.declared_by, "keys_topic": keys_topic},
         )
         return str(self.oplog.record(operation).id)
+
+
+def _note_written(entries: list[dict[str, Any]], receipt: LostReceipt, status: str) -> None:
+    """Each report entry whose wrapping key the receipt wrote gets ``status`` and where it was written."""
+    by_hex = {w.wrapping_key: w for w in receipt.written}
+    for entry in entries:
+        written = by_hex.get(entry["wrapping_key"])
+        if written is not None:
+            entry.update(status=status, partition=written.partition, offset=written.offset)
