@@ -12,10 +12,10 @@ from strongroom.errors import StackError
 from strongroom.testing.process import ManagedProcess, free_port, pid_alive, port_answers, port_is_free
 
 
-def test_free_port_pair() -> None:
-    port = free_port(pair=True)
-    assert port_is_free(port)
-    assert port_is_free(port + 1)
+def test_free_port_span() -> None:
+    for span in (1, 2, 5):
+        port = free_port(span=span)
+        assert all(port_is_free(port + i) for i in range(span))
 
 
 def test_port_answers() -> None:

@@ -61,7 +61,7 @@ class OpenBaoServer:
         detached: bool = False,
     ) -> None:
         self.persistent_dir = persistent_dir
-        self.port = port or free_port(pair=True)
+        self.port = port or free_port(span=2)
         self.detached = detached
         self.token = "" if persistent_dir else "sr-" + secrets.token_hex(12)
         self._tmp = None if persistent_dir else Path(tempfile.mkdtemp(prefix="strongroom-bao-"))

@@ -24,8 +24,8 @@ from strongroom.errors import StackError
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
 
 
-def free_port(*, pair: bool = False) -> int:
-    """A TCP port on 127.0.0.1 that is free now; with ``pair`` the next port is free too.
+def free_port(*, span: int = 1) -> int:
+    """A TCP port on 127.0.0.1 that is free now; with ``span`` n, the n - 1 ports after it are free too.
 
     There is a window between this check and the server's bind; launchers retry on a bind failure.
     """
@@ -33,9 +33,11 @@ def free_port(*, pair: bool = False) -> int:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
             port: int = s.getsockname()[1]
-        if not pair or (port < 65535 and port_is_free(port + 1)):
+        if port + span - 1 <= 65535 and all(port_is_free(port + i) for i in range(1, span)):
             return port
-    raise StackError("no free TCP port pair found on 127.0.0.1", hint="stop some local servers and retry")
+    raise StackError(
+        f"no {span} consecutive free TCP ports found on 127.0.0.1", hint="stop some local servers and retry"
+    )
 
 
 def port_is_free(port: int) -> bool:

@@ -75,44 +75,71 @@ def libs() -> Path:
 
 
 class KroxyliciousProxy:
-    """One proxy process: a virtual cluster in front of ``bootstrap`` with record encryption (Vault KMS)."""
+    """One proxy process: a virtual cluster in front of ``bootstrap`` with record encryption (Vault KMS).
 
-    def __init__(self, java: str, workdir: Path, bootstrap: str, openbao: Any, template: str) -> None:
-        self.java, self.workdir, self.port = java, workdir, free_port()
+    With ``portIdentifiesNode`` the proxy listens on a bootstrap port and one port per broker node id
+    (the default node id range is 0-2, ports after the bootstrap port), so it is given the cluster's
+    node ids and a block of consecutive free ports; a bind lost to a race is retried on a new block.
+    """
+
+    def __init__(
+        self, java: str, workdir: Path, bootstrap: str, node_ids: list[int], openbao: Any, template: str
+    ) -> None:
+        self.java, self.workdir, self.bootstrap = java, workdir, bootstrap
+        self.openbao, self.template = openbao, template
+        self.first_node, self.last_node = min(node_ids), max(node_ids)
+        self.port = 0
         self.log = workdir / "kroxylicious.log"
-        config = f"""
+        (workdir / "Launcher.java").write_text(LAUNCHER)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _config(self) -> str:
+        return f"""
 virtualClusters:
   - name: strongroom-test
     targetCluster:
-      bootstrapServers: {bootstrap}
+      bootstrapServers: {self.bootstrap}
     gateways:
       - name: default
         portIdentifiesNode:
           bootstrapAddress: 127.0.0.1:{self.port}
+          nodeStartPort: {self.port + 1}
+          nodeIdRanges:
+            - name: brokers
+              start: {self.first_node}
+              end: {self.last_node}
 filterDefinitions:
   - name: encrypt
     type: RecordEncryption
     config:
       kms: VaultKmsService
       kmsConfig:
-        vaultTransitEngineUrl: {openbao.address}/v1/transit
+        vaultTransitEngineUrl: {self.openbao.address}/v1/transit
         vaultToken:
-          password: {openbao.token}
+          password: {self.openbao.token}
       selector: TemplateKekSelector
       selectorConfig:
-        template: "{template}"
+        template: "{self.template}"
 defaultFilters:
   - encrypt
 """
-        (workdir / "proxy.yaml").write_text(config)
-        (workdir / "Launcher.java").write_text(LAUNCHER)
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> KroxyliciousProxy:
+    def start(self, timeout: float = 90.0, attempts: int = 3) -> KroxyliciousProxy:
+        for attempt in range(1, attempts + 1):
+            self.port = free_port(span=2 + self.last_node - self.first_node)
+            (self.workdir / "proxy.yaml").write_text(self._config())
+            try:
+                return self._start_once(timeout)
+            except RuntimeError:
+                if "Address already in use" not in self.log.read_text() or attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> KroxyliciousProxy:
         argv = [self.java, "-cp", f"{libs()}/*", str(self.workdir / "Launcher.java"), str(self.workdir / "proxy.yaml")]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)

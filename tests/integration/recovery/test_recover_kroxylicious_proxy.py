@@ -60,7 +60,7 @@ def test_real_proxy_records_inventory_and_scan(
     for template, first in (("A-$(topicName)", 0), ("B-$(topicName)", 25)):
         workdir = tmp_path / template[0]
         workdir.mkdir()
-        proxy = KroxyliciousProxy(java, workdir, bootstrap, openbao, template).start()
+        proxy = KroxyliciousProxy(java, workdir, bootstrap, kafka_cluster.broker_ids, openbao, template).start()
         try:
             _produce(proxy.bootstrap_servers, topic, first, 25)
             assert _read_through(proxy.bootstrap_servers, topic, first, 25) == [
