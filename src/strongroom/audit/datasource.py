@@ -24,7 +24,9 @@ Options: ``kafka.*`` (librdkafka properties: bootstrap, security), ``topics``, `
 ``endingOffsets``, ``ranges``, ``maxRecordsPerRange`` (default 500000), ``minRanges`` (default 1),
 ``emitRanges`` (range marker rows; default false), ``isolation`` (``read_committed`` default or
 ``read_uncommitted``), ``emitDigests`` (also ``kind=digest`` rows, the ledger's precomputed chunk
-digests; default false), ``idleTimeoutSeconds`` (default 60), ``output`` (``rows``, or ``digests``:
+digests; default false), ``idleTimeoutSeconds`` (default 60), ``eofGraceSeconds`` (default 30: how
+long a read that found the log ending short of its planned end keeps fetching, see
+:mod:`strongroom.audit.kafka_reader`), ``output`` (``rows``, or ``digests``:
 one row per ``chunkSize`` offsets with the digest of :mod:`strongroom.audit.digest` plus the range
 markers - the records stay in the executor).
 """
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
+from strongroom.audit.kafka_reader import DEFAULT_EOF_GRACE
 from strongroom.audit.ranges import OffsetRange, plan_ranges
 from strongroom.audit.schema import LOG_ROWS_DDL
 
@@ -91,6 +94,7 @@ class _Settings:
                 f"isolation {self.isolation!r} is not supported", hint="use read_committed or read_uncommitted"
             )
         self.idle_timeout = float(opts.get("idletimeoutseconds", "60"))
+        self.eof_grace = float(opts.get("eofgraceseconds", str(DEFAULT_EOF_GRACE)))
         self.output = opts.get("output", "rows")
         if self.output not in ("rows", "digests"):
             raise ConfigError(f"output {self.output!r} is not supported", hint="use rows or digests")
@@ -144,6 +148,7 @@ class _Settings:
                 chunk_size=self.chunk_size,
                 isolation=self.isolation,
                 idle_timeout=self.idle_timeout,
+                eof_grace=self.eof_grace,
             )
             return
         yield from read_range(
@@ -157,6 +162,7 @@ class _Settings:
             emit_digests=self.emit_digests,
             chunk_size=self.chunk_size,
             idle_timeout=self.idle_timeout,
+            eof_grace=self.eof_grace,
         )
 
 

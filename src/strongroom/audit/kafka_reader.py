@@ -10,6 +10,14 @@ End of range. Offsets are not dense: compaction removes records, transaction mar
 ``end - 1`` or beyond arrives, or when the consumer reports end-of-partition (it reached the high
 watermark, or the last stable offset under ``read_committed``) - never by counting records.
 
+An end-of-partition *below* ``end`` is not trusted at once. ``end`` was the committed end when the
+range was planned, and a committed record does not go away on a clean leader change, but a new
+leader's high watermark trails the old one until its followers fetch again (seconds; longer while a
+dead broker is still in the ISR). Stopping there would leave a hole in the ledger (the next batch
+starts at ``end``) or report records as missing. So the reader keeps fetching for ``eof_grace``
+seconds; only if the log still ends short of ``end`` then (a truncation) does it stop, and its range
+marker says where the log really ended.
+
 Start of range. With ``auto.offset.reset=error`` a start below the log start offset is reported
 instead of silently skipped; the reader then restarts at the log start and says so in its range
 marker, so the ledger never claims coverage of offsets it could not read.
@@ -54,6 +62,8 @@ READER_DEFAULTS: dict[str, Any] = {
 
 # Error codes compared without importing confluent_kafka at module import (executors import lazily).
 _PARTITION_EOF = -191
+#: Seconds a reader keeps fetching after the log ended short of the planned end (see above).
+DEFAULT_EOF_GRACE = 30.0
 _AUTO_OFFSET_RESET = -140
 
 
@@ -84,7 +94,7 @@ class _RangeRead:
     ``[start, end)`` and tracks where the range really started and ended."""
 
     def __init__(self, consumer: Any, topic: str, partition: int, start: int, end: int, *, batch_size: int,
-                 idle_timeout: float) -> None:  # fmt: skip
+                 idle_timeout: float, eof_grace: float = DEFAULT_EOF_GRACE) -> None:  # fmt: skip
         self.consumer = consumer
         self.topic = topic
         self.partition = partition
@@ -92,6 +102,7 @@ class _RangeRead:
         self.end = end
         self.batch_size = batch_size
         self.idle_timeout = idle_timeout
+        self.eof_grace = eof_grace
         self.effective_start = start
         self.actual_end = end
 
@@ -106,14 +117,29 @@ class _RangeRead:
         resets = 0
         last_progress = time.monotonic()
         position = self.start
+        short_eof: tuple[int, float] | None = None  # (where, since when) the log has ended short of ``end``
         while not done:
             try:
                 msgs = consumer.consume(num_messages=self.batch_size, timeout=0.5)
             except KafkaException as exc:
                 raise KafkaReadError(f"reading {topic}[{partition}] at offset {position} failed: {exc}") from exc
+            now = time.monotonic()
             if msgs:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > self.idle_timeout:
+                last_progress = now
+                short_eof = None
+            elif short_eof is not None:
+                waited = now - short_eof[1]
+                if waited >= self.eof_grace:
+                    high = self._high_watermark()
+                    if high < end:  # still short of ``end`` after the grace: the log was truncated below it
+                        self.actual_end = max(self.effective_start, min(end, short_eof[0], high))
+                        break
+                    if waited >= self.eof_grace + self.idle_timeout:
+                        raise KafkaReadError(
+                            f"{topic}[{partition}]: the leader reports records up to offset {high}, but none "
+                            f"past {position} arrived in {waited:.0f}s"
+                        )
+            elif now - last_progress > self.idle_timeout:
                 raise KafkaReadError(
                     f"no progress reading {topic}[{partition}] at offset {position} (range {self.start}-{end}) "
                     f"for {self.idle_timeout:.0f}s"
@@ -146,10 +172,13 @@ class _RangeRead:
                 code = err.code()
                 if code == _PARTITION_EOF:
                     eof_at = m.offset()
-                    if eof_at is not None and eof_at >= 0:
-                        self.actual_end = max(self.effective_start, min(end, eof_at))
-                    done = True
-                    break
+                    if eof_at is None or eof_at < 0 or eof_at >= end or self.eof_grace <= 0:
+                        if eof_at is not None and eof_at >= 0:
+                            self.actual_end = max(self.effective_start, min(end, eof_at))
+                        done = True
+                        break
+                    short_eof = (eof_at, time.monotonic())  # keep fetching (see "End of range"): records
+                    continue  # fetched after this event may follow in the same batch
                 if code == _AUTO_OFFSET_RESET:
                     # The position is outside the log: below its start (retention, deletion) or beyond
                     # its end (the log was truncated below what we were asked to read).
@@ -172,6 +201,18 @@ class _RangeRead:
                 if err.fatal():
                     raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")
                 # anything else is transient (broker down, leader moving): librdkafka retries
+
+    def _high_watermark(self) -> int:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=15)
+        except KafkaException as exc:
+            raise KafkaReadError(
+                f"{self.topic}[{self.partition}] ended short of offset {self.end} and its leader cannot be asked "
+                f"where the log ends: {exc}"
+            ) from exc
+        return int(high)
 
     @property
     def first(self) -> int:
@@ -197,6 +238,7 @@ def read_range(
     emit_digests: bool = False,
     chunk_size: int = 10_000,
     idle_timeout: float = 60.0,
+    eof_grace: float = DEFAULT_EOF_GRACE,
     consumer_factory: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield record batches for ``[start, end)``, then (``emit_digests``) the chunk digests of what
@@ -211,7 +253,9 @@ def read_range(
             yield range_marker(topic, partition, start, start, _now_ms())
         return
     consumer = _consumer(connection, isolation, consumer_factory)
-    reader = _RangeRead(consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout)
+    reader = _RangeRead(
+        consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace
+    )
     try:
         cols: dict[str, list[Any]] = {n: [] for n in ("offset", "leader_epoch", "timestamp", "timestamp_type",
                                                        "key_hash", "value_hash", "headers_hash", "key_len",
@@ -258,6 +302,7 @@ def read_range_digests(
     isolation: str = "read_committed",
     batch_size: int = 20_000,
     idle_timeout: float = 60.0,
+    eof_grace: float = DEFAULT_EOF_GRACE,
     consumer_factory: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """Like :func:`read_range`, but yield one digest row per chunk of ``chunk_size`` offsets (see
@@ -265,7 +310,16 @@ def read_range_digests(
     acc = ChunkAccumulator(topic, partition, chunk_size)
     if end > start:
         consumer = _consumer(connection, isolation, consumer_factory)
-        reader = _RangeRead(consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout)
+        reader = _RangeRead(
+            consumer,
+            topic,
+            partition,
+            start,
+            end,
+            batch_size=batch_size,
+            idle_timeout=idle_timeout,
+            eof_grace=eof_grace,
+        )
         try:
             pending: tuple[list[Any], list[int]] = ([], [])
             for msgs, offs in reader.runs():

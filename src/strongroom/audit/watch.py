@@ -46,6 +46,8 @@ STATE_VERSION = 1
 RECORD_OVERHEAD_BYTES = 64
 #: How many epoch boundaries of the ledger's chain are spot-checked after a leader change.
 MAX_CHAIN_CHECKS = 8
+#: Seconds a spot read waits for a trailing high watermark before it calls an offset truncated.
+SPOT_EOF_GRACE = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -453,7 +455,11 @@ def _deleted_topics(prev: Observation, cur: Observation, operations: Sequence[Op
 
 
 def kafka_log_lookup(client: ClientConfig) -> LogLookup:
-    """Spot reads of single offsets with the audit reader (hashes, epochs)."""
+    """Spot reads of single offsets with the audit reader (hashes, epochs).
+
+    Checks run right after leader changes, when a new leader's high watermark may still trail the
+    offsets the ledger saw committed; a short grace (then a look at the leader's high watermark)
+    keeps that lag from reading as a truncation."""
     from strongroom.audit.kafka_reader import read_range
 
     connection = {"bootstrap.servers": client.bootstrap_servers, **dict(client.extra or {})}
@@ -461,7 +467,9 @@ def kafka_log_lookup(client: ClientConfig) -> LogLookup:
     def lookup(topic: str, partition: int, offsets: Sequence[int]) -> dict[int, dict[str, Any]]:
         found: dict[int, dict[str, Any]] = {}
         for off in offsets:
-            for batch in read_range(connection, topic, partition, off, off + 1, emit_range=False, idle_timeout=15):
+            for batch in read_range(
+                connection, topic, partition, off, off + 1, emit_range=False, idle_timeout=15, eof_grace=SPOT_EOF_GRACE
+            ):
                 for row in batch.to_pylist():
                     if row["offset"] == off:
                         found[off] = row
