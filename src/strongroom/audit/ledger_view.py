@@ -95,6 +95,8 @@ class LedgerView:
             marker = f"/topic={topic}/kind={kind}/"
             files = [f for f in files if marker in str(f)]
         existing = [str(f) for f in files if f.exists()]
+        if not existing:  # nothing committed yet (for this topic and kind): an empty dataset has no columns
+            return None
         return ds.dataset(existing, format="parquet", partitioning=_PARTITIONING, partition_base_dir=str(root))
 
     @property

@@ -103,6 +103,14 @@ def test_ledger_timestamps_decide_retention(tmp_path: Path) -> None:
     assert alerts[0].evidence["max_timestamp"] == young
 
 
+def test_a_topic_the_ledger_has_no_committed_files_for_reads_as_empty(tmp_path: Path) -> None:
+    view = LedgerView(write_ledger(tmp_path, "t", 0, [(0, 0, NOW, b"v")], [(0, 1)]))
+    assert view.coverage("t", 0) == [(0, 1)]
+    assert view.coverage("other", 0) == []  # no file for it: no columns to filter on, and no error
+    assert view.last_offset("other", 0) is None
+    assert view.epoch_chain("other", 0) == []
+
+
 def test_retention_with_unseen_records_is_only_unverified(tmp_path: Path) -> None:
     rows = [(o, 0, NOW - 2 * HOUR, b"v") for o in range(20, 100)]
     view = LedgerView(write_ledger(tmp_path, "t", 0, rows, [(20, 100)]))
