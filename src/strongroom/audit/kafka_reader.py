@@ -205,14 +205,17 @@ class _RangeRead:
     def _high_watermark(self) -> int:
         from confluent_kafka import KafkaException, TopicPartition
 
+        problem = "no answer in 15s"
         try:
-            _, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=15)
+            found = self.consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=15)
         except KafkaException as exc:
+            found, problem = None, str(exc)
+        if found is None:  # None: timed out
             raise KafkaReadError(
                 f"{self.topic}[{self.partition}] ended short of offset {self.end} and its leader cannot be asked "
-                f"where the log ends: {exc}"
-            ) from exc
-        return int(high)
+                f"where the log ends: {problem}"
+            )
+        return int(found[1])
 
     @property
     def first(self) -> int:
