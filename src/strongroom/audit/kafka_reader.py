@@ -130,7 +130,7 @@ class _RangeRead:
             elif short_eof is not None:
                 waited = now - short_eof[1]
                 if waited >= self.eof_grace:
-                    high = self._high_watermark()
+                    _, high = self._watermarks(f"ended short of offset {end}")
                     if high < end:  # still short of ``end`` after the grace: the log was truncated below it
                         self.actual_end = max(self.effective_start, min(end, short_eof[0], high))
                         break
@@ -185,12 +185,12 @@ class _RangeRead:
                     resets += 1
                     if resets > 10:
                         raise KafkaReadError(f"{topic}[{partition}] keeps rejecting offset {position} as out of range")
-                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+                    low, high = self._watermarks(f"rejected offset {position} as out of range")
                     if position >= high:
-                        self.actual_end = max(self.effective_start, min(end, int(high)))
+                        self.actual_end = max(self.effective_start, min(end, high))
                         done = True
                     else:
-                        self.effective_start = max(self.effective_start, int(low))
+                        self.effective_start = max(self.effective_start, low)
                         position = max(position, self.effective_start)
                         if self.effective_start >= end:
                             self.actual_end = self.effective_start = end
@@ -202,7 +202,8 @@ class _RangeRead:
                     raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")
                 # anything else is transient (broker down, leader moving): librdkafka retries
 
-    def _high_watermark(self) -> int:
+    def _watermarks(self, why: str) -> tuple[int, int]:
+        """The partition's (log start, high watermark) from its leader; ``why`` names the question."""
         from confluent_kafka import KafkaException, TopicPartition
 
         problem = "no answer in 15s"
@@ -212,10 +213,10 @@ class _RangeRead:
             found, problem = None, str(exc)
         if found is None:  # None: timed out
             raise KafkaReadError(
-                f"{self.topic}[{self.partition}] ended short of offset {self.end} and its leader cannot be asked "
-                f"where the log ends: {problem}"
+                f"{self.topic}[{self.partition}] {why} and its leader cannot be asked where the log starts and "
+                f"ends: {problem}"
             )
-        return int(found[1])
+        return int(found[0]), int(found[1])
 
     @property
     def first(self) -> int:
