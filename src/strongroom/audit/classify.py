@@ -13,12 +13,13 @@ Every ledgered record gets exactly one status:
     (unclean election, acks=1 loss) and the offset reused by a new leader.
 ``missing``
     no record at that offset although it is at or above the log start offset (or beyond the log
-    end: truncated). Compaction is the one legitimate cause and is checked first.
+    end: truncated), whatever its timestamp or the topic's size: retention removes only what is
+    below the log start. Compaction is the one legitimate cause and is checked first.
 ``expired-justified``
     below the log start offset, and explained by a recorded delete-records, by ``retention.ms``
     (the record's timestamp is older than now - retention.ms), by ``retention.bytes`` (the log
     still holds at least retention.bytes after it), or by compaction (a later record with the same
-    key; a tombstone past ``delete.retention.ms``).
+    key that is still in the log; a tombstone past ``delete.retention.ms``).
 ``expired-unjustified``
     below the log start offset with none of those explanations.
 
@@ -126,8 +127,15 @@ def classify(
     deletions: DataFrame,
     params: ClassifyParams,
     coverage: DataFrame | None = None,
+    retained_keys: DataFrame | None = None,
 ) -> DataFrame:
-    """Classify every ledgered record (and every unledgered log record); see the module docstring."""
+    """Classify every ledgered record (and every unledgered log record); see the module docstring.
+
+    ``log`` may be a part of the current log (the scrub re-reads only suspect chunks);
+    ``retained_keys`` (topic, partition, offset, key_hash) then names records known to be in the log
+    outside it (ledgered records of chunks whose digests matched), which compaction's same-key check
+    also counts as kept.
+    """
     from pyspark.sql import functions as F
 
     keys = ["topic", "partition", "offset"]
@@ -146,18 +154,19 @@ def classify(
     joined = joined.join(F.broadcast(deletions), on=["topic", "partition"], how="left")
 
     if params.compacted_topics:
-        # The highest offset of each key (in ledger or log): an older record with the same key is
-        # one compaction may remove.
+        # The highest offset of each key among the records still in the log: compaction removes an
+        # older record only because a later one of its key is kept. A later record that is itself
+        # only in the ledger (lost too) explains nothing.
         names = sorted(params.compacted_topics)
-        key_rows = (
-            led.filter(F.col("topic").isin(names) & F.col("l_key_hash").isNotNull())
-            .select("topic", "partition", "offset", F.col("l_key_hash").alias("key_hash"))
-            .unionByName(
-                cur.filter(F.col("topic").isin(names) & F.col("r_key_hash").isNotNull()).select(
-                    "topic", "partition", "offset", F.col("r_key_hash").alias("key_hash")
+        key_rows = cur.filter(F.col("topic").isin(names) & F.col("r_key_hash").isNotNull()).select(
+            "topic", "partition", "offset", F.col("r_key_hash").alias("key_hash")
+        )
+        if retained_keys is not None:
+            key_rows = key_rows.unionByName(
+                retained_keys.filter(F.col("topic").isin(names) & F.col("key_hash").isNotNull()).select(
+                    "topic", "partition", "offset", "key_hash"
                 )
             )
-        )
         latest = key_rows.groupBy("topic", "partition", "key_hash").agg(F.max("offset").alias("key_latest_offset"))
         joined = joined.join(
             latest.withColumnRenamed("key_hash", "l_key_hash"), on=["topic", "partition", "l_key_hash"], how="left"

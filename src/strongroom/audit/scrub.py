@@ -22,7 +22,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -183,17 +183,17 @@ def run_scrub(
             StorageLevel.MEMORY_AND_DISK
         )
         try:
-            reread = with_progress(
+            with_progress(
                 spark,
                 "re-reading suspect chunks",
-                lambda: (
-                    log_sub.filter(F.col("kind") == F.lit(KIND_RANGE))
-                    .select("topic", "partition", "offset", "range_end", "range_records", "range_bytes")
-                    .collect()
-                ),
+                lambda: log_sub.filter(F.col("kind") == F.lit(KIND_RANGE)).count(),
                 progress,
             )
-            partitions_rows = _partition_rows(state, markers, later=reread)
+            # Where the log starts now that the re-read is done: it never moves back, so every record
+            # below it had left the log by then. The re-read's own markers are no evidence of that:
+            # they carry where each re-read piece was planned to start.
+            relisted = cluster.list_offsets(list(partitions_rows), "earliest")
+            partitions_rows = _partition_rows(state, markers, relisted_start={k: o for k, (o, _) in relisted.items()})
             classified = classify(
                 ledger_sub,
                 log_sub,
@@ -209,6 +209,7 @@ def run_scrub(
                     compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
                 ),
                 coverage=spark.createDataFrame(coverage_rows, COVERAGE_DDL),
+                retained_keys=_retained_keys(spark, captured, plan, state, chunk),
             ).persist(StorageLevel.MEMORY_AND_DISK)
             counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), progress)
             count_rows.extend(r.asDict() for r in counts)
@@ -301,6 +302,26 @@ def _read_log(
     )
 
 
+def _retained_keys(
+    spark: SparkSession, captured: DataFrame, plan: ChunkPlan, state: dict[str, TopicState], chunk: int
+) -> DataFrame | None:
+    """Keys of compacted topics' ledgered records in chunks whose digests matched: still in the log,
+    though not re-read, so compaction may have removed an older record of the same key."""
+    from pyspark.sql import functions as F
+
+    compacted = {t for t, s in state.items() if s.compacted}
+    matched = [key for key in plan.matched if key[0] in compacted]
+    if not matched:
+        return None
+    chunks = spark.createDataFrame(matched, "topic STRING, partition INT, chunk BIGINT")
+    return (
+        captured.filter(F.col("topic").isin(sorted(compacted)))
+        .withColumn("chunk", F.floor(F.col("offset") / F.lit(chunk)).cast("bigint"))
+        .join(F.broadcast(chunks), ["topic", "partition", "chunk"])
+        .select("topic", "partition", "offset", "key_hash")
+    )
+
+
 def _suspect_ranges(
     suspects: Sequence[tuple[str, int, int]], partitions_rows: dict[tuple[str, int], tuple[Any, ...]], chunk: int
 ) -> list[tuple[str, int, int, int]]:
@@ -367,13 +388,20 @@ def _findings(
 
 
 def _partition_rows(
-    state: dict[str, TopicState], markers: Sequence[Any], *, later: Sequence[Any] = ()
+    state: dict[str, TopicState], markers: Sequence[Any], *, relisted_start: Mapping[tuple[str, int], int] | None = None
 ) -> dict[tuple[str, int], tuple[Any, ...]]:
     """(topic, partition, log_start, log_end, log_bytes, planned_start, planned_end) per partition.
 
-    The log start is the later of what the cluster said before the read and where the reads could
-    actually start (retention may advance during a scrub, and between the pass over the whole log
-    and the re-read of suspect chunks: ``later`` markers); the end is where the first pass ended.
+    The log start is the latest of three observed facts, never a planned range or piece start:
+
+    * the cluster's earliest offset, listed before the read (``state``);
+    * the lowest position the pass over the whole log read from (``markers``): its first piece starts
+      at that listed offset, and a reader whose start had expired meanwhile was moved up to the log
+      start its leader reported - the marker's ``offset``;
+    * ``relisted_start``: the earliest offset listed again after the re-read of suspect chunks.
+
+    Only a record below this log start can be explained by retention or deletion; one that is absent
+    at or above it was lost (:mod:`strongroom.audit.classify`). The end is where the first pass ended.
     """
     read_start: dict[tuple[str, int], int] = {}
     read_end: dict[tuple[str, int], int] = {}
@@ -383,15 +411,12 @@ def _partition_rows(
         read_start[key] = min(read_start.get(key, m["offset"]), m["offset"])
         read_end[key] = max(read_end.get(key, m["range_end"]), m["range_end"])
         nbytes[key] += int(m["range_bytes"] or 0) + RECORD_OVERHEAD_BYTES * int(m["range_records"] or 0)
-    later_start: dict[tuple[str, int], int] = {}
-    for m in later:
-        key = (m["topic"], int(m["partition"]))
-        later_start[key] = max(later_start.get(key, m["offset"]), m["offset"])
+    relisted = relisted_start or {}
     rows: dict[tuple[str, int], tuple[Any, ...]] = {}
     for topic_state in state.values():
         for p in topic_state.partitions:
             key = (p.topic, p.partition)
-            log_start = max(p.log_start, read_start.get(key, p.log_start), later_start.get(key, p.log_start))
+            log_start = max(p.log_start, read_start.get(key, p.log_start), relisted.get(key, p.log_start))
             log_end = read_end.get(key, p.stable_end)
             rows[key] = (p.topic, p.partition, log_start, log_end, nbytes.get(key, 0), p.log_start, p.stable_end)
     return rows

@@ -18,7 +18,9 @@ from strongroom.audit.classify import (
     topics_rows,
 )
 from strongroom.audit.hashing import hash_bytes
+from strongroom.audit.kafka_state import PartitionState, TopicState
 from strongroom.audit.schema import COLUMNS, spark_schema
+from strongroom.audit.scrub import _partition_rows
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
@@ -62,6 +64,9 @@ def outcome(spark: SparkSession) -> dict[tuple[str, int, int], tuple[str, str | 
         row("c", 0, 2, key=b"K1", value=b"new"),
         row("c", 0, 3, key=b"K3", value=None, ts=NOW - 2 * 86_400_000),  # old tombstone removed -> justified
         row("c", 0, 4, key=b"K4", value=b"x"),  # removed, no later K4 -> missing
+        row("c", 0, 5, key=b"K5", value=b"x"),  # removed; the later K5 is gone too -> missing
+        row("c", 0, 6, key=b"K5", value=b"y"),  # absent at/above log start -> missing
+        row("c", 0, 7, key=b"K7", value=b"x"),  # removed; the later K7 sits in a matched chunk -> justified
         # topic s: retention.bytes 100, the log holds 150 bytes
         row("s", 0, 0),
         row("s", 0, 1),
@@ -78,7 +83,7 @@ def outcome(spark: SparkSession) -> dict[tuple[str, int, int], tuple[str, str | 
         row("c", 0, 2, key=b"K1", value=b"new"),
         row("s", 0, 2),
     ]
-    partitions = [("a", 0, 3, 11, 500), ("a", 1, 1, 1, 0), ("c", 0, 0, 5, 50), ("s", 0, 2, 3, 150)]
+    partitions = [("a", 0, 3, 11, 500), ("a", 1, 1, 1, 0), ("c", 0, 0, 20_000, 50), ("s", 0, 2, 3, 150)]
     configs = [
         ("a", {"cleanup.policy": "delete", "retention.ms": str(HOUR)}),
         ("c", {"cleanup.policy": "compact", "delete.retention.ms": "86400000"}),
@@ -94,6 +99,9 @@ def outcome(spark: SparkSession) -> dict[tuple[str, int, int], tuple[str, str | 
         spark.createDataFrame(deletions, DELETIONS_DDL),
         ClassifyParams(now_ms=NOW, span_ms=HOUR, compacted_topics=frozenset({"c"})),
         coverage=spark.createDataFrame(coverage, COVERAGE_DDL),
+        retained_keys=spark.createDataFrame(
+            [("c", 0, 15_000, hash_bytes(b"K7"))], "topic STRING, partition INT, offset BIGINT, key_hash BINARY"
+        ),
     )
     rows = classified.collect()
     assert len(rows) == len({(r.topic, r.partition, r.offset) for r in rows}), "one status per record"
@@ -122,6 +130,9 @@ def outcome(spark: SparkSession) -> dict[tuple[str, int, int], tuple[str, str | 
         (("c", 0, 1), "ok", None),
         (("c", 0, 3), "expired-justified", "tombstone"),
         (("c", 0, 4), "missing", "absent"),
+        (("c", 0, 5), "missing", "absent"),
+        (("c", 0, 6), "missing", "absent"),
+        (("c", 0, 7), "expired-justified", "compaction: same key at offset 15000"),
         (("s", 0, 0), "expired-justified", "retention.bytes=100"),
         (("s", 0, 2), "unledgered", "not captured"),
     ],
@@ -139,3 +150,41 @@ def test_classification(
     else:
         assert got_reason is not None
         assert reason_part in got_reason
+
+
+def test_absent_record_below_the_last_re_read_piece_is_missing(spark: SparkSession) -> None:
+    """Two suspect ranges of a size-capped topic at its cap, re-read in several pieces; a record
+    absent from the first range sits far below where the last piece began. It is ``missing``: the
+    log start comes from observed facts (the scrub once took the last piece's planned start and
+    scored such a record durable, justified by retention.bytes)."""
+    old = NOW - 3 * 86_400_000
+    state = {"t": TopicState("t", (PartitionState("t", 0, 0, 6_000, 6_000, 1, 3, (1,), (1, 2), NOW),))}
+    first_pass = [
+        {
+            "topic": "t",
+            "partition": 0,
+            "offset": a,
+            "range_end": b,
+            "range_records": b - a,
+            "range_bytes": 100 * (b - a),
+        }
+        for a, b in ((0, 1_500), (1_500, 3_000), (3_000, 4_500), (4_500, 6_000))
+    ]
+    partitions = _partition_rows(state, first_pass, relisted_start={("t", 0): 0})
+    ledger = [row("t", 0, off, ts=old) for off in (1_000, 1_001, 1_002, 5_500)]
+    log = [row("t", 0, off, ts=old) for off in (1_000, 1_002, 5_500, 5_501)]  # 1_001 lost, 5_501 not ledgered
+    classified = classify(
+        frame(spark, ledger),
+        frame(spark, log),
+        spark.createDataFrame([r[:5] for r in partitions.values()], PARTITIONS_DDL),
+        spark.createDataFrame(
+            topics_rows([("t", {"cleanup.policy": "delete", "retention.ms": str(HOUR), "retention.bytes": "1000"})]),
+            TOPICS_DDL,
+        ),
+        spark.createDataFrame([], DELETIONS_DDL),
+        ClassifyParams(now_ms=NOW, span_ms=HOUR),
+    )
+    statuses = {r.offset: (r.status, r.reason) for r in classified.collect()}
+    assert statuses[1_001] == ("missing", "absent although at or above log start offset 0")
+    assert statuses[1_000][0] == statuses[1_002][0] == statuses[5_500][0] == "ok"
+    assert statuses[5_501][0] == "unledgered"
