@@ -74,6 +74,24 @@ class UnencryptedField(IntegrityError):
     default_hint = "quarantine the record and check who can write to the topic and the producer's rules"
 
 
+class StrayEnvelope(EnvelopeError):
+    """A JSON string that looks sealed (``sr1:``) where the rules seal nothing: refused at encrypt time."""
+
+    default_hint = (
+        "the producer wrote a value that looks encrypted outside the topic's encrypted fields; fix the producer, "
+        "or add the field to the rule"
+    )
+
+
+class UnverifiedEnvelope(IntegrityError):
+    """A rule field that already holds an ``sr1:`` string which does not open under the subject's key."""
+
+    default_hint = (
+        "only values this strongroom sealed for this subject, topic and field are kept as they are; "
+        "send the plaintext value and let strongroom encrypt it"
+    )
+
+
 class SubjectErased(EnvelopeError):
     """The key that sealed this data was erased (crypto-shredded) on purpose; it cannot come back."""
 

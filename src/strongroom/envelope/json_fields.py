@@ -9,9 +9,19 @@ The output is the whole document re-serialised compactly (``ensure_ascii=False``
 keep their values, not their original whitespace or number spelling. A document in which no rule
 matched is returned byte for byte unchanged.
 
-Decryption needs no rules: it opens every string that starts with ``sr1:``, deriving its path from
-where it sits. Strings starting with ``sr1:`` are therefore reserved in field-mode topics; one that
-is not a valid envelope is an error, never silently passed on.
+Both directions read documents strictly, so that a reader can never see something other than what
+was sealed (docs/wire-format.md, "Field mode: what is refused"): invalid UTF-8, duplicate member
+names at any depth (readers disagree on which one wins), NaN/Infinity, numbers beyond a double, lone
+UTF-16 surrogate escapes (no UTF-8 form) and nesting too deep are :class:`NotJson`. Envelopes are
+found in the *parsed* document, never by searching the raw bytes, and an ``sr1:`` string must be
+spelt canonically (``"sr1:`` followed by base64, no escapes): strongroom never writes anything else.
+
+* Encrypting refuses an ``sr1:`` string outside the rule's fields (:class:`StrayEnvelope`), and keeps
+  one at a rule field only if it opens under this subject's key for this topic and field
+  (:class:`UnverifiedEnvelope`): a plaintext value that merely looks sealed is never kept.
+* Decrypting with the topic's rules opens the rule fields only; ``sr1:`` strings elsewhere are left as
+  they are, never opened. Without rules it opens every ``sr1:`` string, deriving each path from where
+  it sits.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring  # C-accelerated
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from strongroom.crypto.limits import DekUsage
 from strongroom.envelope.aad import RecordContext
@@ -31,8 +41,10 @@ from strongroom.envelope.errors import (
     MalformedEnvelope,
     NotJson,
     NotJsonObject,
+    StrayEnvelope,
     SubjectErased,
     UnencryptedField,
+    UnverifiedEnvelope,
     subject_fingerprint,
 )
 from strongroom.envelope.ids import FIELD_PREFIX
@@ -55,8 +67,28 @@ def _reject_constant(name: str) -> Any:
 # new one on every call, which costs more than the encryption of a field. NaN/Infinity literals
 # are refused when parsing; numbers that overflow a double (1e400) parse to inf and are refused
 # by the encoder (allow_nan=False) when the document is written back.
+class _DuplicateMember(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The ``object_pairs_hook``: a JSON object, refused when it names a member twice."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _DuplicateMember(name)
+            seen.add(name)
+    return document
+
+
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_members)
+#: Raw bytes that can spell the start of an ``sr1:`` string: the prefix itself, or any JSON escape.
+_ESCAPE: Final = b"\\u"
 
 
 def _dumps(value: Any) -> str:
@@ -66,6 +98,17 @@ def _dumps(value: Any) -> str:
         return _ENCODER.encode(value)
     except ValueError:
         raise NotJson("value contains a number that does not fit a double (like 1e400)") from None
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotJson("value holds a lone UTF-16 surrogate escape (like \\ud800), which has no UTF-8 form") from None
+
+
+def _show(name: str) -> str:
+    return repr(name if len(name) <= 40 else name[:40] + "...")
 
 
 def load_json_object(value: bytes) -> dict[str, Any]:
@@ -78,23 +121,19 @@ def load_json_object(value: bytes) -> dict[str, Any]:
         document = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise NotJson(f"value is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _DuplicateMember as exc:
+        raise NotJson(
+            f"value names the member {_show(exc.name)} twice in one object (readers disagree on which one counts)"
+        ) from None
     except (ValueError, RecursionError) as exc:
         reason = "it nests too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise NotJson(f"value is not usable JSON: {reason}") from None
     if not isinstance(document, dict):
         kind = "null" if document is None else _JSON_TYPES.get(type(document), "boolean")
         raise NotJsonObject(f"value is a JSON {kind}, not an object")
+    if _ESCAPE in value:
+        _utf8(_dumps(document))  # a lone surrogate escape anywhere is refused, written back or not
     return document
-
-
-def _looks_sealed(value: Any) -> bool:
-    if not isinstance(value, str) or not value.startswith(FIELD_PREFIX):
-        return False
-    try:
-        parse(_decode_field(value))
-    except EnvelopeError:
-        return False
-    return True
 
 
 def _decode_field(value: str) -> bytes:
@@ -104,56 +143,93 @@ def _decode_field(value: str) -> bytes:
         raise MalformedEnvelope(f"encrypted field string is not valid base64 after {FIELD_PREFIX!r}") from None
 
 
-def encrypt_json_fields(
-    value: bytes,
-    rules: FieldRules | Sequence[str],
-    dek: bytes,
-    key_ref: KeyRef,
-    ctx: RecordContext,
-    *,
-    usage: DekUsage | None = None,
-) -> bytes:
-    """Encrypt the fields ``rules`` select in the JSON object ``value``; missing paths are left alone.
+def is_sealed_text(value: Any) -> bool:
+    """True for a JSON string value that claims to be a sealed field (``sr1:``...)."""
+    return isinstance(value, str) and value.startswith(FIELD_PREFIX)
 
-    A selected value that is already an ``sr1:`` envelope is kept as is, so re-running an
-    at-least-once pipeline does not encrypt twice.
+
+def may_hold_envelopes(value: bytes) -> bool:
+    """False only when no string of the document can start with ``sr1:`` (no prefix, no escape)."""
+    return _FIELD_PREFIX_BYTES in value or _ESCAPE in value
+
+
+def _check_spelling(raw: bytes, text: str, path: str) -> None:
+    """Refuse the sealed field ``text`` unless ``raw`` spells it canonically (no JSON escapes)."""
+    if text.isascii() and ('"' + text + '"').encode("ascii") in raw:
+        return
+    raise MalformedEnvelope(
+        f"field {path} spells its {FIELD_PREFIX!r} string with JSON escapes; strongroom never writes that, "
+        "so it was crafted to slip past byte-level checks"
+    )
+
+
+def _canonical(raw: bytes, text: str, path: str) -> bytes:
+    """The envelope of the sealed field ``text``: valid base64, spelt canonically."""
+    envelope = _decode_field(text)
+    _check_spelling(raw, text, path)
+    return envelope
+
+
+class SealedField(NamedTuple):
+    """One ``sr1:`` string of a parsed document: where it sits and its (parsed) envelope."""
+
+    container: Any
+    slot: Any
+    path: str
+    envelope: ParsedEnvelope
+
+
+class FieldDocument:
+    """A parsed field-mode document and its sealed fields, read strictly (see the module docstring).
+
+    With ``rules``: the sealed fields at rule paths (canonical spelling checked), and the rule paths
+    that hold a present value that is not sealed. Without: every ``sr1:`` string, each with the path
+    derived from where it sits.
     """
-    if not isinstance(rules, FieldRules):
-        rules = _compiled(tuple(rules))
-    document = load_json_object(value)
-    changed = False
+
+    __slots__ = ("document", "plaintext_fields", "raw", "sealed")
+
+    def __init__(self, raw: bytes, rules: FieldRules | None) -> None:
+        self.raw = raw
+        self.document = load_json_object(raw)
+        self.sealed: list[SealedField] = []
+        self.plaintext_fields: list[str] = []
+        if rules is None:
+            if may_hold_envelopes(raw):
+                for container, slot, segments in _find_sealed(self.document):
+                    path = _path_text(segments)
+                    text = container[slot]
+                    self.sealed.append(SealedField(container, slot, path, parse(_canonical(raw, text, path))))
+            return
+        for container, slot, path in _rule_slots(self.document, rules):
+            current = container[slot]
+            if is_sealed_text(current):
+                self.sealed.append(SealedField(container, slot, path, parse(_canonical(raw, current, path))))
+            else:
+                self.plaintext_fields.append(f"{path} (a JSON {_json_type(current)})")
+
+    def key_refs(self) -> list[KeyRef]:
+        """Every key the sealed fields need, once each, in document order."""
+        return list(dict.fromkeys(f.envelope.key_ref for f in self.sealed))
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return "null" if value is None else _JSON_TYPES.get(type(value), "value")
+
+
+def _rule_slots(document: dict[str, Any], rules: FieldRules) -> list[tuple[Any, Any, str]]:
+    """(container, key or index, canonical rule path) of every present value the rules select."""
+    slots: list[tuple[Any, Any, str]] = []
     for path in rules.paths:
         *parents, last = path.segments
         nodes: list[Any] = [document]
         for segment in parents:
             nodes = _step(nodes, segment)
         for node in nodes:
-            for container, slot in _slots(node, last):
-                current = container[slot]
-                if _looks_sealed(current):
-                    continue
-                envelope = seal(_dumps(current).encode("utf-8"), dek, key_ref, ctx, path.text, usage=usage)
-                container[slot] = FIELD_PREFIX + base64.b64encode(envelope).decode("ascii")
-                changed = True
-    return _dumps(document).encode("utf-8") if changed else value
-
-
-def _check_encrypted(document: dict[str, Any], rules: FieldRules | Sequence[str]) -> None:
-    if not isinstance(rules, FieldRules):
-        rules = _compiled(tuple(rules))
-    for path in rules.paths:
-        *parents, last = path.segments
-        nodes: list[Any] = [document]
-        for segment in parents:
-            nodes = _step(nodes, segment)
-        for node in nodes:
-            for container, slot in _slots(node, last):
-                current = container[slot]
-                if not (isinstance(current, str) and current.startswith(FIELD_PREFIX)):
-                    raise UnencryptedField(
-                        f"field {path.text} should be encrypted but holds a plaintext JSON "
-                        f"{_JSON_TYPES.get(type(current), 'boolean' if isinstance(current, bool) else 'null')}"
-                    )
+            slots.extend((container, slot, path.text) for container, slot in _slots(node, last))
+    return slots
 
 
 def _step(nodes: list[Any], segment: Segment) -> list[Any]:
@@ -175,8 +251,61 @@ def _slots(node: Any, segment: Segment) -> list[tuple[Any, Any]]:
     return []
 
 
-def decrypt_json_fields(
+def encrypt_json_fields(
     value: bytes,
+    rules: FieldRules | Sequence[str],
+    dek: bytes,
+    key_ref: KeyRef,
+    ctx: RecordContext,
+    *,
+    usage: DekUsage | None = None,
+) -> bytes:
+    """Encrypt the fields ``rules`` select in the JSON object ``value``; missing paths are left alone.
+
+    A selected value that is already an ``sr1:`` envelope is kept only if it opens under ``dek`` for
+    this topic, subject and field (a re-run of an at-least-once writer); otherwise
+    :class:`UnverifiedEnvelope`. An ``sr1:`` string anywhere else is :class:`StrayEnvelope`.
+    """
+    if not isinstance(rules, FieldRules):
+        rules = _compiled(tuple(rules))
+    document = load_json_object(value)
+    targets = _rule_slots(document, rules)
+    if may_hold_envelopes(value):
+        _refuse_strays(document, {(id(c), s) for c, s, _ in targets})
+    changed = False
+    for container, slot, path in targets:
+        current = container[slot]
+        if is_sealed_text(current):
+            _verify_presealed(value, current, dek, ctx, path)
+            continue
+        envelope = seal(_utf8(_dumps(current)), dek, key_ref, ctx, path, usage=usage)
+        container[slot] = FIELD_PREFIX + base64.b64encode(envelope).decode("ascii")
+        changed = True
+    return _utf8(_dumps(document)) if changed else value
+
+
+def _refuse_strays(document: dict[str, Any], targets: set[tuple[int, Any]]) -> None:
+    for container, slot, segments in _find_sealed(document):
+        if (id(container), slot) not in targets:
+            raise StrayEnvelope(
+                f"field {_path_text(segments)} holds an {FIELD_PREFIX!r} string but is not one of the rule's "
+                "fields; strongroom will not pass on something that looks encrypted where nothing is"
+            )
+
+
+def _verify_presealed(raw: bytes, text: str, dek: bytes, ctx: RecordContext, path: str) -> None:
+    _check_spelling(raw, text, path)  # an escaped spelling is refused as such
+    try:
+        open_envelope(parse(_decode_field(text)), dek, ctx, path)
+    except EnvelopeError as exc:
+        raise UnverifiedEnvelope(
+            f"field {path} already holds an {FIELD_PREFIX!r} string that does not open under this subject's key "
+            f"for this topic and field ({type(exc).__name__})"
+        ) from None
+
+
+def decrypt_json_fields(
+    value: bytes | FieldDocument,
     key_lookup: KeyLookup,
     ctx: RecordContext,
     *,
@@ -184,7 +313,7 @@ def decrypt_json_fields(
     on_erased: ErasedPolicy = "null",
     expect_encrypted: FieldRules | Sequence[str] | None = None,
 ) -> bytes:
-    """Open every ``sr1:`` field of the JSON object ``value``; all or nothing.
+    """Open the sealed fields of the JSON object ``value``; all or nothing.
 
     ``key_lookup`` returns the DEK for a key reference, or None if it was erased: the field then
     becomes ``null`` (``on_erased="null"``) or :class:`SubjectErased` is raised. Any other failure
@@ -192,22 +321,25 @@ def decrypt_json_fields(
 
     Field mode authenticates each encrypted value, not the rest of the document: someone who can
     rewrite records could replace an ``sr1:`` string with a plaintext value. Readers that know the
-    topic's rules pass them as ``expect_encrypted``; a present value at one of those paths that is
-    not an envelope then raises :class:`UnencryptedField`.
+    topic's rules pass them as ``expect_encrypted``: only the rule fields are opened (an ``sr1:``
+    string elsewhere is left as it is), and a present value at one of them that is not an envelope
+    raises :class:`UnencryptedField`. ``value`` may be a :class:`FieldDocument` already parsed with
+    the same rules.
     """
     if on_erased not in ("null", "raise"):
         raise ValueError(f"on_erased must be 'null' or 'raise', got {on_erased!r}")
-    document = load_json_object(value)
+    rules = None
     if expect_encrypted is not None:
-        _check_encrypted(document, expect_encrypted)
-    found = _find_sealed(document) if _FIELD_PREFIX_BYTES in value else []
-    if not found:
-        return value
+        rules = expect_encrypted if isinstance(expect_encrypted, FieldRules) else _compiled(tuple(expect_encrypted))
+    doc = value if isinstance(value, FieldDocument) else FieldDocument(value, rules)
+    if doc.plaintext_fields:
+        raise UnencryptedField(f"field {doc.plaintext_fields[0]} should be encrypted but holds plaintext")
+    if not doc.sealed:
+        return doc.raw
     keys: dict[bytes, bytes | None] = {}  # by envelope header: one lookup per key per document
     replacements: list[tuple[Any, Any, Any]] = []
-    for container, slot, segments in found:
-        parsed = parse(_decode_field(container[slot]))
-        path_text = _path_text(segments)
+    for field in doc.sealed:
+        parsed = field.envelope
         if parsed.header in keys:
             dek = keys[parsed.header]
         else:
@@ -215,15 +347,15 @@ def decrypt_json_fields(
         if dek is None:
             if on_erased == "raise":
                 raise SubjectErased(
-                    f"field {path_text} of subject {subject_fingerprint(ctx.subject)} was sealed with "
+                    f"field {field.path} of subject {subject_fingerprint(ctx.subject)} was sealed with "
                     f"the erased key {parsed.key_ref!r}"
                 )
-            replacements.append((container, slot, None))
+            replacements.append((field.container, field.slot, None))
             continue
-        replacements.append((container, slot, _open_field(parsed, dek, ctx, path_text, topic_map)))
+        replacements.append((field.container, field.slot, _open_field(parsed, dek, ctx, field.path, topic_map)))
     for container, slot, plain in replacements:
         container[slot] = plain
-    return _dumps(document).encode("utf-8")
+    return _utf8(_dumps(doc.document))
 
 
 def _open_field(

@@ -99,8 +99,10 @@ class DecryptingConsumer:
 
     ``key_table`` is the caller's (one per process, shared by every consumer); :meth:`close` leaves it open.
     ``topic_map`` maps physical topics to the logical names the data was sealed under (mirrors: ``us.orders.enc``
-    → ``orders.enc``). ``consumer_overrides`` go on top of the resilient defaults of
-    :mod:`strongroom.kafka.config` (``enable.auto.offset.store`` is always false).
+    → ``orders.enc``). ``encrypted_only`` (default) fails a record without the ``strongroom.enc`` marker
+    (a plaintext or downgraded record, docs/threat-model.md); ``False`` delivers such records as they are.
+    ``consumer_overrides`` go on top of the resilient defaults of :mod:`strongroom.kafka.config`
+    (``enable.auto.offset.store`` is always false).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class DecryptingConsumer:
         kms_outage_wait_s: float = 1800.0,
         recheck_interval_s: float = 0.1,
         create_topics: bool = True,
+        encrypted_only: bool = True,
     ) -> None:
         _check_choice("on_failure", on_failure, ("fail", "dead-letter", "skip"))
         _check_choice("erased", erased, ("drop", "mark"))
@@ -138,6 +141,7 @@ class DecryptingConsumer:
         self.kms_outage_wait_s = kms_outage_wait_s
         self.recheck_interval_s = recheck_interval_s
         self.create_topics = create_topics
+        self.encrypted_only = encrypted_only
         self.config = client_config.consumer(
             group_id, {**(consumer_overrides or {}), "enable.auto.offset.store": False}
         )
@@ -527,7 +531,10 @@ class DecryptingConsumer:
         entry = self._codecs.get(topic)
         if entry is None:
             rule = rule_for_encrypted(self.rules, topic)
-            entry = self._codecs[topic] = (RuleCodec(rule), self.topic_map.get(topic, topic))
+            entry = self._codecs[topic] = (
+                RuleCodec(rule, encrypted_only=self.encrypted_only),
+                self.topic_map.get(topic, topic),
+            )
         return entry
 
     def _dead_letter(self, msg: Any, headers: list[Header], reason: str) -> None:

@@ -25,14 +25,18 @@ from strongroom.envelope.codec import decrypt_value, seal
 from strongroom.envelope.errors import SubjectErased
 from strongroom.envelope.header import RecordMarker, marker_header, parse_marker
 from strongroom.envelope.ids import (
-    FIELD_PREFIX,
     NONCE_SIZE,
     RECORD_HEADER_NAME,
     SUBJECT_KEY_ID_SIZE,
     TAG_SIZE,
     ValueMode,
 )
-from strongroom.envelope.json_fields import decrypt_json_fields, encrypt_json_fields
+from strongroom.envelope.json_fields import (
+    FieldDocument,
+    decrypt_json_fields,
+    encrypt_json_fields,
+    may_hold_envelopes,
+)
 from strongroom.envelope.jsonpath import FieldRules
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
 from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, StrongroomError
@@ -45,7 +49,6 @@ from strongroom.rules import TopicRule
 #: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts (Spark checks the same).
 SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
 _MIN_SUBJECT_ENVELOPE: Final = len(SUBJECT_KEY_PREFIX) + SUBJECT_KEY_ID_SIZE + 1 + NONCE_SIZE + TAG_SIZE
-_FIELD_MARK: Final = ('"' + FIELD_PREFIX).encode("ascii")
 _MAX_REFS: Final = 65_536
 _MAX_MARKERS: Final = 16
 
@@ -53,8 +56,10 @@ _MAX_MARKERS: Final = 16
 class RuleCodec:
     """Seals and opens the records of one rule (holds the compiled field paths and the marker header)."""
 
-    def __init__(self, rule: TopicRule) -> None:
+    def __init__(self, rule: TopicRule, *, encrypted_only: bool = False) -> None:
         self.rule = rule
+        #: Opening refuses records without the marker header (see docs/threat-model.md, downgrade).
+        self.encrypted_only = encrypted_only
         self.mode = ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE
         self.fields = FieldRules(rule.fields) if rule.mode == "fields" else None
         self.marker: Header = marker_header(self.mode)
@@ -102,9 +107,24 @@ class RuleCodec:
             marker = self._marker(headers)
         except EnvelopeError as exc:
             return Failed(_describe(exc), exc)
+        document: FieldDocument | None = None
         if marker is None:
-            if not self._looks_encrypted(value):
-                return Passthrough()
+            if self.encrypted_only:
+                return Failed(
+                    f"record has no {RECORD_HEADER_NAME} marker header; this reader accepts encrypted records only "
+                    "(a plaintext or downgraded record)",
+                    None,
+                )
+            if self.fields is None:
+                if not self._looks_encrypted(value):
+                    return Passthrough()
+            else:
+                try:
+                    document = self._unmarked_document(value)
+                except EnvelopeError as exc:
+                    return Failed(_describe(exc), exc)
+                if document is None:
+                    return Passthrough()
         elif marker.mode != self.mode:
             problem = (
                 f"record is marked {marker.mode.name.lower().replace('_', '-')} but the rule for this topic "
@@ -130,7 +150,9 @@ class RuleCodec:
             if self.fields is None:
                 plain = decrypt_value(value, keys, ctx)
             else:
-                plain = decrypt_json_fields(value, keys, ctx, on_erased="null", expect_encrypted=self.fields)
+                plain = decrypt_json_fields(
+                    document or value, keys, ctx, on_erased="null", expect_encrypted=self.fields
+                )
         except _KeyPending as pending:
             return Pending(pending.key_ref, subject)
         except SubjectErased:
@@ -156,9 +178,17 @@ class RuleCodec:
         return None
 
     def _looks_encrypted(self, value: bytes) -> bool:
-        if self.fields is None:
-            return value[:4] == SUBJECT_KEY_PREFIX and len(value) >= _MIN_SUBJECT_ENVELOPE
-        return _FIELD_MARK in value
+        return value[:4] == SUBJECT_KEY_PREFIX and len(value) >= _MIN_SUBJECT_ENVELOPE
+
+    def _unmarked_document(self, value: bytes) -> FieldDocument | None:
+        """A field-mode record without the marker, parsed when a rule field of it may be sealed; None when
+        none is (delivered as it is). Sealed fields are found in the parsed document, so an escaped
+        ``sr1:`` spelling is found too (and refused), and a value that is not strict JSON is refused."""
+        assert self.fields is not None
+        if not may_hold_envelopes(value):
+            return None
+        document = FieldDocument(value, self.fields)
+        return document if document.sealed else None
 
 
 def _describe(exc: StrongroomError) -> str:

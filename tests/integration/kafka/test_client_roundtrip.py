@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from client_kit import ClientEnv, poll_all
+from client_kit import ClientEnv, poll_all, poll_until
 
 from strongroom.demo.data import PII_PATHS, customer_events
 from strongroom.envelope import SubjectKeyRef, parse
@@ -209,3 +209,27 @@ def test_producer_forgets_cached_keys_when_a_subject_is_erased(client_env: Clien
     assert producer.produce(topic, b"other", key=b"c2") is ProduceOutcome.ENCRYPTED
     producer.flush(30)
     assert len(env.read_raw(f"{topic}.enc", expect=3)) == 3
+
+
+def test_decrypting_consumer_is_encrypted_only_by_default(client_env: ClientEnv) -> None:
+    """A plaintext record slipped into an encrypted topic (a downgrade) fails by policy; a reader that
+    allows plaintext passes it on."""
+    env = client_env
+    topic = env.new_topic()
+    rules = {"rules": [{"topic": topic}]}
+    producer = env.producer(rules)
+    for i in range(2):
+        assert producer.produce(topic, f"secret {i}".encode(), key=b"cust-1") is ProduceOutcome.ENCRYPTED
+    assert producer.flush(30) == 0
+    env.produce_raw(f"{topic}.enc", [(b"cust-1", b"plaintext, no marker", [])])
+
+    strict = env.consumer(rules, on_failure="skip")
+    strict.subscribe([f"{topic}.enc"])
+    got = poll_until(strict, lambda m: m["decrypted"] == 2 and m["skipped"] == 1)
+    assert sorted(m.value for m in got) == [b"secret 0", b"secret 1"]
+    assert strict.metrics()["passthrough"] == 0
+
+    tolerant = env.consumer(rules, on_failure="skip", encrypted_only=False)
+    tolerant.subscribe([f"{topic}.enc"])
+    got = poll_until(tolerant, lambda m: m["decrypted"] == 2 and m["passthrough"] == 1)
+    assert b"plaintext, no marker" in [m.value for m in got]

@@ -97,8 +97,11 @@ def json_fields_record(kms: Any, kek_ids: Sequence[str], topic: str = "orders") 
     """A JSON-fields record with one encrypted field per KEK."""
     from strongroom.envelope.json_fields import encrypt_json_fields
 
-    document = b'{"a": "x", "b": "y", "c": 3}'
+    plain = b'{"a": "x", "b": "y", "c": 3}'
+    merged = json.loads(plain)
     for field, kek_id in zip(("$.a", "$.b"), kek_ids, strict=False):
+        # each KEK seals its own field of the plaintext; the sealed fields are merged into one record
         active = RotatingDekSource(kms, kek_id).current()
-        document = encrypt_json_fields(document, [field], active.dek, active.key_ref, RecordContext(topic, b"s1"))
-    return [marker_header(ValueMode.JSON_FIELDS)], document
+        sealed = encrypt_json_fields(plain, [field], active.dek, active.key_ref, RecordContext(topic, b"s1"))
+        merged[field[2:]] = json.loads(sealed)[field[2:]]
+    return [marker_header(ValueMode.JSON_FIELDS)], json.dumps(merged, separators=(",", ":")).encode()

@@ -224,3 +224,57 @@ def test_non_utf8_key_has_no_subject_on_read() -> None:
     out = RuleCodec(VALUE_RULE).open(b"\xff\xfe", value, headers, "orders.enc", Keys())
     assert isinstance(out, Failed)
     assert "not UTF-8" in out.reason
+
+
+# ---------------------------------------------------------------------------- hostile input (issue 11)
+def test_encrypted_only_readers_refuse_unmarked_records_in_both_modes() -> None:
+    for rule in (VALUE_RULE, FIELDS_RULE):
+        codec = RuleCodec(rule, encrypted_only=True)
+        out = codec.open(b"cust-1", json.dumps(DOC).encode(), [], "orders.enc", Keys())
+        assert isinstance(out, Failed)
+        assert "no strongroom.enc marker header" in out.reason
+        assert codec.open(b"cust-1", None, [], "orders.enc", Keys()) == Passthrough()  # tombstones are never sealed
+    # a mirror that dropped headers: an envelope without the marker is refused too when encrypted-only
+    value, _ = sealed_value()
+    assert isinstance(
+        RuleCodec(VALUE_RULE, encrypted_only=True).open(b"cust-1", value, [], "orders.enc", Keys()), Failed
+    )
+
+
+def test_field_records_with_plaintext_rule_fields_are_refused_even_when_marked() -> None:
+    codec = RuleCodec(FIELDS_RULE, encrypted_only=True)
+    marked = codec.sealed_headers([])
+    out = codec.open(b"cust-1", json.dumps(DOC).encode(), marked, "orders.enc", Keys())
+    assert isinstance(out, Failed)
+    assert "UnencryptedField" in out.reason
+
+
+def test_an_escaped_marker_is_refused_by_every_reader() -> None:
+    """``"\\u0073r1:..."`` hides from a byte-level search: envelopes are found in the parsed document."""
+    codec = RuleCodec(FIELDS_RULE)
+    sealed = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))
+    raw = json.dumps(sealed).replace('"sr1:', '"\\u0073r1:').encode()
+    assert b"sr1:" not in raw
+    for encrypted_only, headers in ((False, []), (True, codec.sealed_headers([])), (False, codec.sealed_headers([]))):
+        out = RuleCodec(FIELDS_RULE, encrypted_only=encrypted_only).open(b"cust-1", raw, headers, "orders.enc", Keys())
+        assert isinstance(out, Failed), (encrypted_only, headers, out)
+        assert "JSON escapes" in out.reason
+
+
+def test_unmarked_plaintext_with_json_escapes_still_passes_when_plaintext_is_allowed() -> None:
+    raw = b'{"id":1,"email":"caf\\u00e9@example.com"}'
+    assert RuleCodec(FIELDS_RULE).open(b"cust-1", raw, [], "orders.enc", Keys()) == Passthrough()
+
+
+def test_the_duplicate_key_downgrade_is_rejected_when_sealing() -> None:
+    from strongroom.kafka.sealing import Rejected, seal_record
+
+    codec = RuleCodec(FIELDS_RULE)
+    sealed = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))
+    hostile = ('{"email":"ann@example.com","email":"' + sealed["email"] + '"}').encode()
+    result = seal_record(codec, hostile, [], "orders.enc", "cust-1", (KEY_ID, DEK), 1_000_000)
+    assert isinstance(result, Rejected)
+    assert "names the member 'email' twice" in result.reason
+    lone = seal_record(codec, b'{"note":"\\ud800"}', [], "orders.enc", "cust-1", (KEY_ID, DEK), 1_000_000)
+    assert isinstance(lone, Rejected)
+    assert "lone UTF-16 surrogate" in lone.reason

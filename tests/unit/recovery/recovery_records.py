@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from strongroom.crypto.limits import DekUsagePolicy
@@ -39,9 +40,11 @@ def subject_key_record(key_id: bytes, dek: bytes, subject: bytes = b"alice") -> 
 
 def json_fields_record(kms: LocalKms, kek_ids: list[str]) -> tuple[Headers, bytes]:
     """A JSON-fields record with one encrypted field per KEK in ``kek_ids``."""
-    document = b'{"a": "x", "b": "y", "c": 3}'
+    plain = b'{"a": "x", "b": "y", "c": 3}'
+    merged = json.loads(plain)
     for field, kek_id in zip(("$.a", "$.b"), kek_ids, strict=False):
-        source = RotatingDekSource(kms, kek_id)
-        active = source.current()
-        document = encrypt_json_fields(document, [field], active.dek, active.key_ref, RecordContext(TOPIC, b"s1"))
-    return [marker_header(ValueMode.JSON_FIELDS)], document
+        # each KEK seals its own field of the plaintext; the sealed fields are merged into one record
+        active = RotatingDekSource(kms, kek_id).current()
+        sealed = encrypt_json_fields(plain, [field], active.dek, active.key_ref, RecordContext(TOPIC, b"s1"))
+        merged[field[2:]] = json.loads(sealed)[field[2:]]
+    return [marker_header(ValueMode.JSON_FIELDS)], json.dumps(merged, separators=(",", ":")).encode()
