@@ -72,19 +72,34 @@ def load_kms_config(path: str | None, *, local_keyring: str | None = None) -> di
             "this command needs the KMS that holds the KEKs",
             hint="pass --kms-config FILE (JSON or YAML with 'provider': local|vault|aws) or set STRONGROOM_KMS_CONFIG",
         )
-    text = Path(path).read_text(encoding="utf-8")
     try:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            config = yaml.safe_load(text)
-        else:
-            config = json.loads(text)
-    except Exception as exc:  # noqa: BLE001 - any parse error is one clear message
+        text = Path(path).read_text(encoding="utf-8")
+        config = _parse_secret_file(text, yaml_syntax=path.endswith((".yaml", ".yml")))
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"cannot parse --kms-config {path}: {exc}", hint="fix the file's syntax") from None
     if not isinstance(config, dict):
         raise ConfigError(f"--kms-config {path} must hold an object (mapping)", hint="see docs/pipelines.md")
     return config
+
+
+def _parse_secret_file(text: str, *, yaml_syntax: bool) -> Any:
+    """Parse a file that holds secrets (a Vault token): a syntax error names the line and column and
+    what is wrong, never the text around it, which parsers like to quote and which may be the secret."""
+    if not yaml_syntax:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{exc.problem or exc.context or 'invalid YAML'}{where}") from None
+    except yaml.YAMLError:
+        raise ValueError("invalid YAML") from None
 
 
 def progress_to(out: Output) -> Callable[[str, int, int], None]:

@@ -22,12 +22,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import DekPair, Edek, KekState, Kms
-from strongroom.kms.config import ProviderConfig, validate_config
+from strongroom.kms.config import ProviderConfig, require_tls, validate_config
 from strongroom.kms.errors import (
     EdekInvalid,
     KekDisabled,
@@ -109,6 +109,13 @@ class AwsKmsConfig(ProviderConfig):
     read_timeout_seconds: float = Field(default=10.0, gt=0)
     #: botocore's own attempts per call; keep 1 and use RetryingKms.
     max_attempts: int = Field(default=1, ge=1, le=10)
+    #: Allow an ``http://`` endpoint that is not on this machine (refused by default: see docs/threat-model.md).
+    allow_plaintext_http: bool = False
+
+    @model_validator(mode="after")
+    def _tls_off_this_machine(self) -> AwsKmsConfig:
+        require_tls(self.endpoint_url, self.allow_plaintext_http, "endpoint_url")
+        return self
 
 
 def _import_boto3() -> Any:

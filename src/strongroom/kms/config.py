@@ -37,3 +37,32 @@ def validate_config(model: type[ConfigT], values: Mapping[str, Any]) -> ConfigT:
             for error in exc.errors(include_input=False, include_url=False)
         )
         raise KmsConfigError(f"invalid {model.__name__}: {problems}") from None
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url`` names this machine (127.0.0.0/8, ::1 or localhost): traffic never leaves it."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require_tls(url: str | None, allow_plaintext_http: bool, field: str) -> None:
+    """Refuse ``http://`` to a KMS on another machine: data keys would cross the network in clear.
+
+    Raises ``ValueError`` (inside a pydantic validator it becomes a :class:`KmsConfigError`)."""
+    if url is None or not url.lower().startswith("http://") or allow_plaintext_http or is_loopback_url(url):
+        return
+    raise ValueError(
+        f"{field} uses plaintext http:// to a KMS that is not on this machine: data keys would cross the network in "
+        "clear; use https://, or set allow_plaintext_http: true if the link is protected some other way"
+    )

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import CALL_WIDE_ERRORS, DekPair, Edek, KekState, Kms
-from strongroom.kms.config import ProviderConfig, validate_config
+from strongroom.kms.config import ProviderConfig, require_tls, validate_config
 from strongroom.kms.errors import (
     EdekInvalid,
     KekDisabled,
@@ -76,6 +76,13 @@ class VaultKmsConfig(ProviderConfig):
     client_cert: Path | None = None
     client_key: Path | None = None
     timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Allow ``http://`` to a Vault that is not on this machine (refused by default: see docs/threat-model.md).
+    allow_plaintext_http: bool = False
+
+    @model_validator(mode="after")
+    def _tls_off_this_machine(self) -> VaultKmsConfig:
+        require_tls(self.address, self.allow_plaintext_http, "address")
+        return self
 
     @field_validator("token")
     @classmethod
