@@ -9,6 +9,7 @@ duplicates in Kafka output.
 
 from __future__ import annotations
 
+import signal
 from typing import Any, Literal
 
 import click
@@ -95,6 +96,20 @@ def _common_options(fn: Any) -> Any:
                 help="Micro-batch interval with --continuous.",
             ),
             click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None),
+            click.option(
+                "--on-input-gap",
+                type=click.Choice(["report", "fail"]),
+                default="report",
+                show_default=True,
+                help="Input records that aged out before the pipeline read them: count and report them (logged "
+                "as an error, in the result), or also stop.",
+            ),
+            click.option(
+                "--allow-unencrypted-spark-channel",
+                is_flag=True,
+                help="Run on a cluster without spark.authenticate and spark.network.crypto.enabled (the key "
+                "service's token then crosses the network in clear; refused by default).",
+            ),
             spark_options,
         ],
     )
@@ -130,7 +145,7 @@ def _rules(params: dict[str, Any], *, output_topic: str | None = None, on_reject
 
 def _settings(kind: str, params: dict[str, Any], rules: Any) -> Any:
     """PipelineSettings from the options every pipeline command shares."""
-    from strongroom.spark.jobs.common import PipelineSettings
+    from strongroom.spark.jobs.common import InputGapPolicy, PipelineSettings
 
     client = client_config(params["bootstrap"], params["command_config"])
     app_id = params["app_id"]
@@ -146,6 +161,8 @@ def _settings(kind: str, params: dict[str, Any], rules: Any) -> Any:
         starting_offsets=params["starting_offsets"],
         max_offsets_per_trigger=params["max_offsets_per_trigger"],
         trigger_seconds=params["trigger_seconds"] if params["continuous"] else None,
+        on_input_gap=InputGapPolicy(params["on_input_gap"]),
+        allow_unencrypted_spark_channel=params["allow_unencrypted_spark_channel"],
     )
 
 
@@ -166,23 +183,33 @@ def _run(out: Output, kind: str, params: dict[str, Any], make_job: Any) -> None:
         out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
 
     job = make_job(spark, settings, progress)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
         if not params["continuous"]:
-            result = job.run()
+            try:
+                result = job.run()
+            except KeyboardInterrupt:
+                out.note("stopped between batches (the next start resumes from the checkpoint)")
+                raise SystemExit(130) from None
         else:
             query = job.start()
             out.note(f"running {kind} query {query.name}; stop with Ctrl-C (progress below)")
             try:
                 query.awaitTermination()
             except KeyboardInterrupt:
-                out.note("stopping (the next start resumes from the checkpoint) ...")
-                query.stop()
+                out.note("stopping after the running batch (the next start resumes from the checkpoint) ...")
+                job.stop_gracefully(query)
             if job.error is not None:
                 raise job.error
             result = job.result()
     finally:
+        signal.signal(signal.SIGTERM, previous)
         job.close()
     out.result({"pipeline": kind, "checkpoint": settings.checkpoint, **result}, _render(kind))
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _render(kind: str) -> Any:
@@ -296,12 +323,18 @@ def encrypt(out: Output, /, kek_alias: str, post_erasure: str, output_topic: str
     metavar="SECONDS",
     help="A record waiting longer for its key goes to the dead-letter topic (or stops the pipeline).",
 )
+@click.option(
+    "--allow-plaintext",
+    is_flag=True,
+    help="Pass records without the strongroom.enc marker through as they are (default: they fail, like any "
+    "record that cannot be decrypted: a plaintext or downgraded record in an encrypted topic).",
+)
 @_common_options
 @click.pass_obj
 def decrypt(out: Output, /, output_kind: Literal["kafka", "parquet", "console"], output_path: str | None,
             output_topic: str, on_failure: Literal["fail", "dead-letter", "skip"], erased: Literal["drop", "mark"],
             lost_kek_wait: float, topic_map: tuple[str, ...], max_pending: int, pending_timeout: float,
-            **params: Any) -> None:  # fmt: skip
+            allow_plaintext: bool, **params: Any) -> None:  # fmt: skip
     """Decrypt encrypted topics to Kafka (exactly once), Parquet or the console (Spark)."""
     from strongroom.spark.jobs.decrypt import DecryptJob
 
@@ -324,5 +357,6 @@ def decrypt(out: Output, /, output_kind: Literal["kafka", "parquet", "console"],
             max_pending=max_pending,
             pending_timeout_s=pending_timeout,
             on_batch=progress,
+            encrypted_only=not allow_plaintext,
         ),
     )

@@ -208,6 +208,10 @@ class _Lru:
         self.hits += 1
         return entry[1]
 
+    def owner(self, key_id: bytes) -> str | None:
+        entry = self.entries.get(key_id)
+        return None if entry is None else entry[0]
+
     def put(self, key_id: bytes, subject: str, key: bytes) -> None:
         self.entries[key_id] = (subject, key)
         self.entries.move_to_end(key_id)
@@ -391,6 +395,15 @@ class KeyTable:
             raise KeyTableClosed(f"the key table of {self.topic!r} is closed")
 
     # ------------------------------------------------------------------ lookups
+    def owner(self, key_id: bytes) -> str | None:
+        """The subject a (live) subject key belongs to, None when the table does not know the key."""
+        with self._lock:
+            cached = self._lru.owner(key_id)
+        if cached is not None:
+            return cached
+        stored = self.store.key(key_id)
+        return None if stored is None else stored.subject
+
     def lookup(self, key_id: bytes | SubjectKeyRef, subject: str | bytes | None = None) -> bytes | None:
         """The subject key, ``None`` if it has not arrived yet; :class:`SubjectErased` if it was erased.
 

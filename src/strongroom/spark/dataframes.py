@@ -38,6 +38,7 @@ from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.spark.keyservice import require_secure_channel
 from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ENCRYPT_KEYS_SCHEMA,
@@ -45,6 +46,7 @@ from strongroom.spark.transforms import (
     FAILED,
     KEY_AVAILABLE,
     KEY_ERASED,
+    KEY_FOREIGN,
     KEY_LOST,
     KEY_PENDING,
     PENDING,
@@ -105,6 +107,10 @@ def classify_key(table: KeyTable, key_id: bytes, subject: str | None) -> tuple[b
         return (key_id, None, KEY_LOST, f"{LOST_KEY_REASON} {key_id.hex()} cannot be unwrapped: {exc}")
     if dek is None:
         return (key_id, None, KEY_PENDING, None)
+    owner = table.owner(key_id)
+    if subject is not None and owner is not None and owner != subject:
+        # The record claims a subject this key is not theirs: moved or forged. Its key is not handed out.
+        return (key_id, None, KEY_FOREIGN, f"key {key_id.hex()} belongs to another subject than the record names")
     return (key_id, dek, KEY_AVAILABLE, None)
 
 
@@ -116,6 +122,7 @@ def encrypt_dataframe(
     keys: KeyCache | KeyManager,
     max_value_bytes: int | Mapping[str, int] | None = None,
     on_reject: Literal["fail", "drop"] = "fail",
+    allow_unencrypted_spark_channel: bool = False,
 ) -> DataFrame:
     """Encrypt a DataFrame with Spark's Kafka source schema; returns ``topic, key, value, headers, timestamp``.
 
@@ -127,6 +134,7 @@ def encrypt_dataframe(
     encrypted, naming it; ``"drop"`` leaves such records out.
     """
     _check_choice("on_reject", on_reject, ("fail", "drop"))
+    require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_subject, "subject")
     subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
@@ -156,6 +164,8 @@ def decrypt_dataframe(
     topic_map: Mapping[str, str] | None = None,
     on_failure: Literal["fail", "keep", "skip"] = "fail",
     erased: Literal["keep", "drop"] = "keep",
+    encrypted_only: bool = True,
+    allow_unencrypted_spark_channel: bool = False,
 ) -> DataFrame:
     """Decrypt a DataFrame with Spark's Kafka source schema.
 
@@ -167,9 +177,12 @@ def decrypt_dataframe(
     ``on_failure``: ``fail`` (default) makes computing the frame fail on such a record, naming it;
     ``keep`` returns it; ``skip`` leaves it out. ``erased="drop"`` leaves erased whole values out.
     ``topic_map`` maps physical topics to the logical topic the ciphertext is bound to (mirrors).
+    ``encrypted_only`` (default) makes a record without the ``strongroom.enc`` marker ``failed``
+    (plaintext or downgraded, docs/threat-model.md); ``False`` passes it through.
     """
     _check_choice("on_failure", on_failure, ("fail", "keep", "skip"))
     _check_choice("erased", erased, ("keep", "drop"))
+    require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
     keys.wait_caught_up()
@@ -181,7 +194,15 @@ def decrypt_dataframe(
     for physical, name in (topic_map or {}).items():
         logical = F.when(F.col("topic") == physical, F.lit(name)).otherwise(logical)
     opened = [
-        decrypt_frame(part, keys_frame, rule, logical_topic=logical, output_topic=F.col("topic"), erased_value="null")
+        decrypt_frame(
+            part,
+            keys_frame,
+            rule,
+            logical_topic=logical,
+            output_topic=F.col("topic"),
+            erased_value="null",
+            encrypted_only=encrypted_only,
+        )
         for part, rule in zip(parts, rules.rules, strict=True)
     ]
     frame = _union(opened)

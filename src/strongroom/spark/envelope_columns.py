@@ -1,6 +1,8 @@
 """Envelope v1 as Spark column expressions: sealing and opening whole values inside the JVM.
 
-The hot path of the whole-value pipelines never leaves the JVM. Spark's built-in
+These back the DataFrame API (:mod:`strongroom.spark.dataframes`) in whole-value mode, where the crypto
+stays in the JVM; the streaming pipelines seal and open in the exactly-once sink's Python tasks
+(:mod:`strongroom.spark.row_transforms`), so their records do leave the JVM. Spark's built-in
 ``aes_encrypt(value, key, 'GCM', 'DEFAULT', '', aad)`` draws a random 12-byte IV per row (SecureRandom)
 and returns ``iv ‖ ciphertext ‖ tag`` — exactly the envelope's nonce and body — and
 ``try_aes_decrypt`` returns null instead of failing on a wrong key, AAD or tampered bytes. Everything

@@ -23,7 +23,9 @@ partitions whose transactions committed stay committed — consistent, and skipp
 
 Every delivery or transaction error fails the task; :func:`write_exactly_once` re-runs the whole write
 with backoff (safe: it is idempotent) until its deadline, which is how the pipelines wait out broker
-restarts, two brokers down (NOT_ENOUGH_REPLICAS) or a transaction coordinator moving.
+restarts, two brokers down (NOT_ENOUGH_REPLICAS) or a transaction coordinator moving. Nothing else is
+retried: a fatal row, a failing transform (its key service gave up on the KMS) or an unexpected
+exception stops the write at once, naming the record or the rows it was processing.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from strongroom.errors import PipelineError
+from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 
 if TYPE_CHECKING:
@@ -67,7 +69,7 @@ FATAL_MARK = "[strongroom-fatal]"
 
 SUMMARY_SCHEMA = (
     "src_topic string, src_partition int, committed_before long, first_offset long, next_offset long, "
-    "written long, replayed_skipped long, statuses string"
+    "written long, replayed_skipped long, statuses string, group_offset long"
 )
 
 
@@ -91,6 +93,29 @@ class TransactionalSinkConfig:
 
     def client(self) -> ClientConfig:
         return ClientConfig(self.bootstrap_servers, dict(self.client_properties))
+
+    def abort_open(self, partitions: Iterable[tuple[str, int]]) -> int:
+        """Abort the transaction a stopped or killed task left open, per source partition: initialising
+        a producer with the partition's transactional id fences the old one and aborts what it had open.
+        Returns the number of partitions handled."""
+        from confluent_kafka import Producer
+
+        done = 0
+        for topic, partition in partitions:
+            producer = Producer(
+                self.client().producer(
+                    {"transactional.id": self.transactional_id(topic, partition),
+                     "transaction.timeout.ms": self.transaction_timeout_ms}
+                )
+            )  # fmt: skip
+            producer.init_transactions(60)
+            producer.flush(5)
+            done += 1
+        return done
+
+
+class DeliveryFailed(PipelineError):
+    """The brokers did not take a transaction's records: the write is retried from the committed offsets."""
 
 
 class _PartitionTxn:
@@ -117,7 +142,9 @@ class _PartitionTxn:
         self.consumer = Consumer(client.consumer(config.group_id, {"enable.auto.commit": False}))
         self.producer.init_transactions(120)  # fences zombies, finishes their open transaction
         committed = self.consumer.committed([TopicPartition(topic, partition)], timeout=60)[0].offset
-        self.committed_before = committed if committed >= 0 else 0
+        #: The group's committed offset as found (-1: none yet); rows below ``committed_before`` are skipped.
+        self.group_offset = committed if committed >= 0 else -1
+        self.committed_before = max(committed, 0)
         self.first_offset = -1
         self.last_offset = -1
         self.written = 0
@@ -125,6 +152,7 @@ class _PartitionTxn:
         self.statuses: dict[str, int] = {}
         self.errors: list[str] = []
         self.producer.begin_transaction()
+        self.open = True
 
     def on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
@@ -145,18 +173,32 @@ class _PartitionTxn:
         from confluent_kafka import TopicPartition
 
         if self.last_offset < self.committed_before:
-            self.producer.abort_transaction(60)  # replay of work already committed: nothing to add
+            self.abort()  # replay of work already committed: nothing to add
             return
         self.producer.flush(300)
         if self.errors:
-            self.producer.abort_transaction(60)
-            raise PipelineError(
+            self.abort()
+            raise DeliveryFailed(
                 f"writing the output of {self.topic}[{self.partition}] failed: {self.errors[0]}",
                 hint="the write is retried from the last committed offset; check the brokers",
             )
         offsets = [TopicPartition(self.topic, self.partition, self.last_offset + 1)]
         self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 60)
         self.producer.commit_transaction(300)
+        self.open = False
+
+    def abort(self, timeout_s: float = 60) -> None:
+        self.open = False
+        self.producer.abort_transaction(timeout_s)
+
+    def abort_if_open(self) -> None:
+        """On a stop: end the transaction now, so read_committed readers of the output are not held
+        back until ``transaction.timeout.ms`` (best effort: a later attempt's fencing aborts it anyway)."""
+        if self.open:
+            try:
+                self.abort(10)  # short: when the brokers are the problem, the next attempt's fencing aborts it
+            except Exception as exc:  # noqa: BLE001 - best effort on the way out; the original error wins
+                log.warning("could not abort the transaction of %s[%d]: %s", self.topic, self.partition, exc)
 
     def close(self) -> None:
         self.consumer.close()
@@ -170,6 +212,49 @@ SOURCE_COLUMNS = ("src_topic", "src_partition", "src_offset", "key", "value", "h
 RowTransform = Callable[[dict[str, list[Any]]], dict[str, list[Any]]]
 
 
+#: Spark schema of sink rows (:data:`SINK_COLUMNS`).
+SINK_SCHEMA = (
+    "src_topic string, src_partition int, src_offset long, emit boolean, topic string, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>, timestamp_ms long, status string, reason string, fatal boolean"
+)
+
+
+def _source_columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
+    cols = {name: batch.column(name).to_pylist() for name in SOURCE_COLUMNS}
+    cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
+    return cols
+
+
+def transformed(df: DataFrame, transform: RowTransform) -> DataFrame:
+    """Source rows (:data:`SOURCE_COLUMNS`) turned into sink rows (:data:`SINK_SCHEMA`) by ``transform`` in
+    the executors, without writing them: for outputs other than Kafka, which still commit their
+    progress through the exactly-once sink. A transform that fails stops the job, naming the rows."""
+
+    def apply(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            cols = _source_columns(batch)
+            out = {**cols, **_transformed(transform, cols)}
+            out["headers"] = [[{"key": k, "value": v} for k, v in hs] if hs else [] for hs in out["headers"]]
+            yield pa.RecordBatch.from_pydict({name: out[name] for name in SINK_COLUMNS}, schema=_sink_arrow_schema())
+
+    return df.select(*SOURCE_COLUMNS).mapInArrow(apply, SINK_SCHEMA)
+
+
+def _sink_arrow_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    return pa.schema(
+        [("src_topic", pa.string()), ("src_partition", pa.int32()), ("src_offset", pa.int64()), ("emit", pa.bool_()),
+         ("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(header)),
+         ("timestamp_ms", pa.int64()), ("status", pa.string()), ("reason", pa.string()), ("fatal", pa.bool_())]
+    )  # fmt: skip
+
+
 def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransform | None = None) -> Any:
     """The ``mapInArrow`` function: writes rows transactionally, one summary row per source partition.
 
@@ -180,13 +265,16 @@ def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransfo
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
+        from confluent_kafka import KafkaException
 
         txns: dict[tuple[str, int], _PartitionTxn] = {}
         try:
             for batch in batches:
-                names = SINK_COLUMNS if transform is None else SOURCE_COLUMNS
-                cols = {name: batch.column(name).to_pylist() for name in names}
-                cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
+                if transform is None:
+                    cols = {name: batch.column(name).to_pylist() for name in SINK_COLUMNS}
+                    cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
+                else:
+                    cols = _source_columns(batch)
                 for i in range(batch.num_rows):  # open each source partition's transaction first
                     tp = (cols["src_topic"][i], cols["src_partition"][i])
                     if tp not in txns:
@@ -200,11 +288,22 @@ def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransfo
                         txns[(cols["src_topic"][i], cols["src_partition"][i])].skipped += 1
                 if transform is not None and fresh:
                     source = {name: [cols[name][i] for i in fresh] for name in SOURCE_COLUMNS}
-                    cols = {**source, **transform(source)}
+                    cols = {**source, **_transformed(transform, source)}
                     fresh = list(range(len(fresh)))
                 _write_rows(txns, cols, fresh)
             for txn in txns.values():
                 txn.commit()
+        except BaseException as exc:
+            _abort_open(txns)
+            fenced = _fenced(exc, txns)
+            if fenced is not None:
+                raise RuntimeError(f"{FATAL_MARK} {fenced}") from None
+            if isinstance(exc, KafkaException | DeliveryFailed):
+                raise  # the brokers: write_exactly_once retries the whole write from the committed offsets
+            if FATAL_MARK in str(exc) or not isinstance(exc, Exception):
+                raise
+            # Anything else is not a broker problem a retry could outlast: stop now, saying what failed.
+            raise RuntimeError(f"{FATAL_MARK} write the output: {_first_line(exc)}") from None
         finally:
             for txn in txns.values():
                 txn.close()
@@ -218,6 +317,7 @@ def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransfo
                 "written": t.written,
                 "replayed_skipped": t.skipped,
                 "statuses": json.dumps(t.statuses),
+                "group_offset": t.group_offset,
             }
             for t in txns.values()
         ]
@@ -226,13 +326,50 @@ def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransfo
     return write
 
 
+def _fenced(exc: BaseException, txns: Mapping[tuple[str, int], _PartitionTxn]) -> str | None:
+    """What it means when a producer of this write was fenced: another producer initialised the same
+    transactional id while it ran. Within one write that is another task with rows of the same source
+    partition (the write would skip rows below the other's commit), or a second pipeline with this app id."""
+    texts: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(texts) < 5:
+        texts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    texts += [e for t in txns.values() for e in t.errors]
+    if not any("fenced" in text.lower() for text in texts):
+        return None
+    names = ", ".join(f"{t}[{p}]" for t, p in txns) or "a source partition"
+    return (
+        f"write the output of {names}: another producer took over its transactional id during the write: the rows "
+        "of one source partition were written by more than one task, or a second pipeline runs with the same app id"
+    )
+
+
+def _abort_open(txns: Mapping[tuple[str, int], _PartitionTxn]) -> None:
+    for txn in txns.values():
+        txn.abort_if_open()
+
+
+def _transformed(transform: RowTransform, source: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The transform's output rows; a failure of the transform itself (its key service gave up on the KMS,
+    a bug) stops the write, naming the source rows, and is never retried as if the brokers had failed."""
+    try:
+        return transform(source)
+    except Exception as exc:  # noqa: BLE001 - whatever it is, a retry would meet it again
+        first = (source["src_topic"][0], source["src_partition"][0], source["src_offset"][0])
+        problem = exc.problem if isinstance(exc, StrongroomError) else f"{type(exc).__name__}: {exc}"
+        raise RuntimeError(
+            f"{FATAL_MARK} process the records from {first[0]}[{first[1]}]@{first[2]} on: {problem}"
+        ) from None
+
+
 def _write_rows(txns: dict[tuple[str, int], _PartitionTxn], cols: dict[str, list[Any]], rows: list[int]) -> None:
     for i in rows:
         tp = (cols["src_topic"][i], cols["src_partition"][i])
         txn = txns[tp]
         offset = cols["src_offset"][i]
         if cols["fatal"][i]:
-            txn.producer.abort_transaction(60)
+            txn.abort()
             raise RuntimeError(
                 f"{FATAL_MARK} {cols['status'][i]} record {tp[0]}[{tp[1]}]@{offset}: {cols['reason'][i]}"
             )
@@ -258,17 +395,29 @@ def _summary_arrow_schema() -> pa.Schema:
             ("written", pa.int64()),
             ("replayed_skipped", pa.int64()),
             ("statuses", pa.string()),
+            ("group_offset", pa.int64()),
         ]
     )
 
 
 def write_exactly_once(
-    df: DataFrame, config: TransactionalSinkConfig, transform: RowTransform | None = None
+    df: DataFrame,
+    config: TransactionalSinkConfig,
+    transform: RowTransform | None = None,
+    *,
+    one_task_per_partition: bool = False,
 ) -> list[dict[str, Any]]:
     """Write ``df`` exactly once; returns one summary per source partition.
 
     ``df`` holds sink rows (:data:`SINK_COLUMNS`), or source rows (:data:`SOURCE_COLUMNS`) when a
     ``transform`` turns them into sink rows in the executors.
+
+    Each source partition's rows must reach one task, in offset order: two tasks with one partition's
+    rows would share its transactional id and fence each other, and a retry would skip rows below the
+    other task's commit. So ``df`` is repartitioned by source partition and sorted by offset, unless the
+    caller promises ``one_task_per_partition`` (Spark's Kafka source without ``minPartitions`` /
+    ``maxRecordsPerPartition``, narrow transformations only: the pipelines). Either way a write in which
+    one partition came out of two tasks is refused (:class:`PipelineError`), never reported as done.
 
     Retries the whole write with capped exponential backoff and jitter until ``retry_deadline_s``:
     every attempt resumes from the committed offsets, so a retry never duplicates.
@@ -278,20 +427,24 @@ def write_exactly_once(
     writer = make_partition_writer(config, transform)
     deadline = time.monotonic() + config.retry_deadline_s
     plan = df.select(*(SINK_COLUMNS if transform is None else SOURCE_COLUMNS))  # a malformed frame fails here
+    if not one_task_per_partition:
+        plan = plan.repartition("src_topic", "src_partition").sortWithinPartitions(
+            "src_topic", "src_partition", "src_offset"
+        )
     attempt = 0
     while True:
         attempt += 1
         try:
             rows = plan.mapInArrow(writer, SUMMARY_SCHEMA).collect()
-            return [{**r.asDict(), "statuses": json.loads(r["statuses"] or "{}")} for r in rows]
+            summaries = [{**r.asDict(), "statuses": json.loads(r["statuses"] or "{}")} for r in rows]
+            _check_one_task_per_partition(summaries)
+            return summaries
         except Exception as exc:
             if isinstance(exc, AnalysisException):
                 raise  # a bug in the frame, not a transient failure
             fatal = _fatal_message(exc)
             if fatal is not None:
-                raise PipelineError(
-                    f"cannot {fatal}", hint="fix the record or the rule, or run with a dead-letter policy to divert it"
-                ) from None
+                raise PipelineError(f"cannot {fatal}", hint=_fatal_hint(fatal)) from None
             if time.monotonic() >= deadline:
                 raise PipelineError(
                     f"the exactly-once Kafka write failed after {attempt} attempts: {_first_line(exc)}",
@@ -305,6 +458,20 @@ def write_exactly_once(
             time.sleep(delay)
 
 
+def _check_one_task_per_partition(summaries: list[dict[str, Any]]) -> None:
+    seen: set[tuple[str, int]] = set()
+    for summary in summaries:
+        tp = (summary["src_topic"], int(summary["src_partition"]))
+        if tp in seen:
+            raise PipelineError(
+                f"the rows of source partition {tp[0]}[{tp[1]}] were written by more than one task, which share one "
+                "transactional id: records may have been skipped",
+                hint="read with Spark's Kafka source without minPartitions / maxRecordsPerPartition and do not "
+                "repartition the rows, or call write_exactly_once without one_task_per_partition=True",
+            )
+        seen.add(tp)
+
+
 def _fatal_message(exc: BaseException) -> str | None:
     """The message of a fatal row, if the task failed because of one."""
     text = str(exc)
@@ -314,6 +481,19 @@ def _fatal_message(exc: BaseException) -> str | None:
     message = text[start + len(FATAL_MARK) :].strip().splitlines()[0]
     verb = {"rejected": "encrypt record", "failed": "decrypt"}.get(message.split(" ", 1)[0], "process")
     return f"{verb} {message.split(' ', 2)[-1]}" if " record " in message else message
+
+
+def _fatal_hint(message: str) -> str:
+    if "more than one task" in message:
+        return (
+            "read with Spark's Kafka source without minPartitions / maxRecordsPerPartition and do not repartition "
+            "the rows (or let write_exactly_once repartition them); give every pipeline its own --app-id"
+        )
+    if "(a strongroom bug)" in message:
+        return "report it with the record's coordinates; restarting resumes from the committed offsets"
+    if " record " in message:
+        return "fix the record or the rule, or run with a dead-letter policy to divert it"
+    return "fix the cause named above; restarting resumes from the committed offsets without duplicates"
 
 
 def _first_line(exc: BaseException) -> str:

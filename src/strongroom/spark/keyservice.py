@@ -1,16 +1,24 @@
 """The driver's key service: how executor tasks get subject keys during the single write pass.
 
-The pipelines seal and open records inside the same executor task that writes them transactionally
-(the rows are in Python for the exactly-once sink anyway, and OpenSSL's AES-GCM there is faster per
-record than Spark's ``aes_encrypt``). The keys, though, are managed on the driver: one
-:class:`~strongroom.keys.manager.KeyManager` / key table per pipeline, race-free creation, erasure
-markers, the post-erasure policy, the KMS. Each task asks the driver for the keys of the subjects
-(or key ids) in its Arrow batch, in one request per batch.
+The pipelines seal and open records inside the same executor task that writes them transactionally.
+The keys, though, are managed on the driver: one :class:`~strongroom.keys.manager.KeyManager` / key
+table per pipeline, race-free creation, erasure markers, the post-erasure policy, the KMS. Each task
+asks the driver for the keys of the subjects (or key ids) in its Arrow batch, in one request per batch.
 
-The channel is TLS with a certificate generated for this service and pinned by the clients (they get
-its PEM in the task closure), plus a random token checked on every request; nothing is accepted from
-anyone else. It listens on the driver host Spark already uses (``spark.driver.host``), like Spark's own
-driver endpoints. Frames are ``u32be length ‖ JSON``; bytes travel as base64.
+The protocol (docs/pipelines.md, "The key service"; a Java client will speak it too):
+
+* TLS 1.2+ with a certificate generated for this service and pinned by the clients (they get its PEM
+  in the task closure); it listens on the driver host Spark already uses (``spark.driver.host``).
+* Every message is a frame: ``u32 big-endian length ‖ body``.
+* First, within :attr:`KeyService.auth_timeout_s` of connecting (TLS handshake included), the client
+  sends an **authentication frame** whose body is the token, 64 ASCII hex characters (at most
+  :data:`MAX_AUTH_FRAME` bytes). The server answers ``{"ok": true}``, or an error and closes. Nothing
+  larger is read from a connection before its token matched (constant-time compare).
+* Then **request frames**, JSON ``{"op": str, "args": {...}}`` of at most :data:`MAX_REQUEST_FRAME`
+  bytes, each answered by ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"problem",
+  "hint"}}``. Bytes travel as base64. An authenticated connection is closed after
+  :attr:`KeyService.idle_timeout_s` without a request.
+* At most :attr:`KeyService.max_connections` connections at once; more are closed on arrival.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import ssl
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +45,17 @@ from strongroom.errors import PipelineError, StrongroomError
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">I")
-MAX_FRAME = 256 * 1024 * 1024
+#: Largest authentication frame the server reads (the token is 64 ASCII characters).
+MAX_AUTH_FRAME = 256
+#: Largest request frame (an Arrow batch's subjects or key ids: tens of thousands of short strings).
+MAX_REQUEST_FRAME = 64 * 1024 * 1024
+#: Largest response frame a client accepts (keys for every subject of a batch).
+MAX_RESPONSE_FRAME = 256 * 1024 * 1024
+
+
+class FrameTooLarge(ConnectionError):
+    pass
+
 
 Handler = Callable[[str, dict[str, Any]], Any]
 
@@ -51,8 +69,11 @@ def unb64(text: str) -> bytes:
 
 
 def _send(sock: Any, payload: Any) -> None:
-    data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
-    sock.sendall(_LEN.pack(len(data)) + data)
+    _send_frame(sock, json.dumps(payload, separators=(",", ":")).encode("utf-8"))
+
+
+def _send_frame(sock: Any, body: bytes) -> None:
+    sock.sendall(_LEN.pack(len(body)) + body)
 
 
 def _recv_exact(sock: Any, size: int) -> bytes:
@@ -66,11 +87,19 @@ def _recv_exact(sock: Any, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _recv(sock: Any) -> Any:
+def _recv_frame(sock: Any, limit: int) -> bytes:
     (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
-    if size > MAX_FRAME:
-        raise ConnectionError(f"frame of {size} bytes is larger than allowed")
-    return json.loads(_recv_exact(sock, size))
+    if size > limit:
+        raise FrameTooLarge(f"frame of {size} bytes is larger than the {limit} allowed")
+    return _recv_exact(sock, size)
+
+
+def _recv(sock: Any, limit: int = MAX_RESPONSE_FRAME) -> Any:
+    return json.loads(_recv_frame(sock, limit))
+
+
+def _error(problem: str, hint: str = "") -> dict[str, Any]:
+    return {"ok": False, "error": {"problem": problem, "hint": hint}}
 
 
 def _self_signed(host: str) -> tuple[bytes, bytes]:
@@ -114,30 +143,29 @@ class _Server(socketserver.ThreadingTCPServer):
 class KeyService:
     """A TLS request/response server on the driver; ``handler(op, args)`` answers each request."""
 
-    def __init__(self, handler: Handler, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str = "127.0.0.1",
+        auth_timeout_s: float = 10.0,
+        idle_timeout_s: float = 900.0,
+        max_connections: int = 128,
+    ) -> None:
         self.handler = handler
         self.host = host
         self.token = secrets.token_hex(32)
+        self.auth_timeout_s = auth_timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
         self.cert_pem, key_pem = _self_signed(host)
-        self._dir = tempfile.TemporaryDirectory(prefix="strongroom-keyservice-")
-        cert_file, key_file = Path(self._dir.name) / "cert.pem", Path(self._dir.name) / "key.pem"
-        cert_file.write_bytes(self.cert_pem)
-        key_file.touch(mode=0o600)
-        key_file.write_bytes(key_pem)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(cert_file, key_file)
-        key_file.unlink()  # loaded: the private key never stays on disk
+        context = _server_context(self.cert_pem, key_pem)
         service = self
 
         class RequestHandler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                try:
-                    conn = context.wrap_socket(self.request, server_side=True)
-                except (ssl.SSLError, OSError):
-                    return
-                with conn:
-                    service._serve(conn)
+                service._handle(self.request, context)
 
         self._server = _Server((host, 0), RequestHandler)
         self.port: int = self._server.server_address[1]
@@ -155,25 +183,86 @@ class KeyService:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._dir.cleanup()
+
+    def _handle(self, raw: socket.socket, context: ssl.SSLContext) -> None:
+        """One connection: at most ``max_connections`` at once; TLS and the token within the auth timeout."""
+        if not self._slots.acquire(blocking=False):
+            log.warning("key service: refusing a connection from %s (%d open)", raw.getpeername()[0],
+                        self.max_connections)  # fmt: skip
+            return
+        try:
+            raw.settimeout(self.auth_timeout_s)
+            try:
+                conn = context.wrap_socket(raw, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
+            with conn:
+                if self._authenticated(conn):
+                    conn.settimeout(self.idle_timeout_s)
+                    self._serve(conn)
+        finally:
+            self._slots.release()
+
+    def _authenticated(self, conn: Any) -> bool:
+        """Read the authentication frame (small, within the auth timeout) and check the token."""
+        try:
+            body = _recv_frame(conn, MAX_AUTH_FRAME)
+        except FrameTooLarge as exc:
+            self._refuse(conn, f"authentication frame refused: {exc}")
+            return False
+        except (ConnectionError, OSError):
+            return False
+        try:
+            token = body.decode("ascii")
+        except UnicodeDecodeError:
+            self._refuse(conn, "authentication refused: the token is not ASCII")
+            return False
+        if not hmac.compare_digest(token.encode("ascii"), self.token.encode("ascii")):
+            self._refuse(conn, "unauthenticated request")
+            return False
+        _send(conn, {"ok": True})
+        return True
+
+    @staticmethod
+    def _refuse(conn: Any, problem: str) -> None:
+        with contextlib.suppress(OSError):
+            _send(conn, _error(problem, "the executor must use the token its task was given"))
 
     def _serve(self, conn: Any) -> None:
         while True:
             try:
-                request = _recv(conn)
+                request = json.loads(_recv_frame(conn, MAX_REQUEST_FRAME))
+            except FrameTooLarge as exc:
+                self._refuse(conn, f"request refused: {exc}")
+                return
             except (ConnectionError, OSError, ValueError):
                 return
-            if not isinstance(request, dict) or not hmac.compare_digest(str(request.get("token", "")), self.token):
-                _send(conn, {"ok": False, "error": {"problem": "unauthenticated request", "hint": ""}})
+            if not isinstance(request, dict):
+                self._refuse(conn, "a request is a JSON object")
                 return
+            op, args = str(request.get("op")), request.get("args") or {}
             try:
-                result = self.handler(str(request.get("op")), request.get("args") or {})
-                _send(conn, {"ok": True, "result": result})
+                _send(conn, {"ok": True, "result": self.handler(op, args if isinstance(args, dict) else {})})
             except StrongroomError as exc:
-                _send(conn, {"ok": False, "error": {"problem": exc.problem, "hint": exc.hint}})
+                _send(conn, _error(exc.problem, exc.hint))
+            except OSError:
+                return
             except Exception as exc:
-                log.exception("key service request %r failed", request.get("op"))
-                _send(conn, {"ok": False, "error": {"problem": f"{type(exc).__name__}: {exc}", "hint": ""}})
+                log.exception("key service request %r failed", op)
+                _send(conn, _error(f"{type(exc).__name__}: {exc}"))
+
+
+def _server_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
+    """The server's TLS context; the private key is on disk (mode 0600) only while it is loaded."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    with tempfile.TemporaryDirectory(prefix="strongroom-keyservice-") as directory:
+        cert_file, key_file = Path(directory) / "cert.pem", Path(directory) / "key.pem"
+        cert_file.write_bytes(cert_pem)
+        key_file.touch(mode=0o600)
+        key_file.write_bytes(key_pem)
+        context.load_cert_chain(cert_file, key_file)
+    return context
 
 
 class KeyServiceClient:
@@ -187,7 +276,7 @@ class KeyServiceClient:
         self.timeout = timeout
 
     def call(self, op: str, **args: Any) -> Any:
-        request = {"token": self.spec["token"], "op": op, "args": args}
+        request = {"op": op, "args": args}
         for attempt in (1, 2):  # a connection the driver closed (restarted query) is reopened once
             try:
                 with self._lock:  # one request at a time per connection
@@ -218,8 +307,14 @@ class KeyServiceClient:
             context.minimum_version = ssl.TLSVersion.TLSv1_2
             context.load_verify_locations(cadata=self.spec["cert"])  # pinned: only this service's cert
             raw = socket.create_connection((key[0], key[1]), timeout=30)
-            raw.settimeout(self.timeout)
             conn = context.wrap_socket(raw, server_hostname=key[0])
+            _send_frame(conn, str(key[2]).encode("ascii"))  # authenticate first, then requests
+            answer = _recv(conn, MAX_AUTH_FRAME * 4)
+            if not answer.get("ok"):
+                conn.close()
+                error = answer.get("error") or {}
+                raise PipelineError(str(error.get("problem")), hint=str(error.get("hint") or "see the driver log"))
+            conn.settimeout(self.timeout)
             self._connections[key] = conn
         return conn
 
@@ -229,3 +324,40 @@ class KeyServiceClient:
         if conn is not None:
             with contextlib.suppress(OSError):
                 conn.close()
+
+
+#: Spark settings that authenticate and encrypt the channel task closures travel on (they carry the token).
+SECURE_CHANNEL_SETTINGS = ("spark.authenticate", "spark.network.crypto.enabled")
+
+
+def channel_problem(master: str, conf: Mapping[str, str]) -> str | None:
+    """Why Spark's own driver-executor channel is not safe for the key service token (and, for the
+    DataFrame API, for keys in broadcasts); None when it is (local mode, or both settings on)."""
+    from strongroom.spark.session import is_local_master
+
+    if is_local_master(master):
+        return None
+    missing = [name for name in SECURE_CHANNEL_SETTINGS if str(conf.get(name, "false")).lower() != "true"]
+    if not missing:
+        return None
+    return (
+        f"the Spark master {master} runs executors on other machines, and {' and '.join(missing)} "
+        f"{'is' if len(missing) == 1 else 'are'} not set to true: task closures (with the key service's token) "
+        "and broadcasts would cross the network unauthenticated and in clear"
+    )
+
+
+def require_secure_channel(spark: Any, *, allow_unencrypted: bool = False) -> None:
+    """Refuse to hand out keys over an unprotected cluster channel, unless explicitly allowed."""
+    context = spark.sparkContext
+    problem = channel_problem(context.master, dict(context.getConf().getAll()))
+    if problem is None:
+        return
+    if allow_unencrypted:
+        log.warning("%s (allowed by --allow-unencrypted-spark-channel)", problem)
+        return
+    raise PipelineError(
+        problem,
+        hint="submit with --conf spark.authenticate=true --conf spark.network.crypto.enabled=true (and a secret, "
+        "see docs/pipelines.md), or pass --allow-unencrypted-spark-channel if the network is protected otherwise",
+    )

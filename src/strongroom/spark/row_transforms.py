@@ -14,16 +14,16 @@ lazily in the executor.
 
 from __future__ import annotations
 
-import base64
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.envelope.errors import SubjectErased
-from strongroom.envelope.ids import FIELD_PREFIX, RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
-from strongroom.errors import KeysError
+from strongroom.envelope.errors import IntegrityError, SubjectErased
+from strongroom.envelope.ids import RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
+from strongroom.envelope.json_fields import FieldDocument, may_hold_envelopes
+from strongroom.envelope.keyref import SubjectKeyRef
+from strongroom.errors import EnvelopeError, KeysError, PipelineError
 from strongroom.kafka.records import Header, NoSubject
 from strongroom.kafka.sealing import (
     SUBJECT_KEY_PREFIX,
@@ -38,6 +38,7 @@ from strongroom.kafka.sealing import (
 )
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.keyservice import KeyServiceClient, b64, unb64
+from strongroom.spark.transforms import KEY_FOREIGN
 
 # Row statuses (the same words the DataFrame transforms use).
 OK, PASSTHROUGH, DROPPED, REJECTED = "ok", "passthrough", "dropped", "rejected"
@@ -45,8 +46,6 @@ PENDING, ERASED, FAILED = "pending", "erased", "failed"
 
 #: Output columns a transform returns, one value per input row.
 OUT_COLUMNS = ("emit", "topic", "key", "value", "headers", "timestamp_ms", "status", "reason", "fatal")
-
-_FIELD_KEY = re.compile(rb'"' + re.escape(FIELD_PREFIX.encode()) + rb"([A-Za-z0-9+/]{28})")
 
 
 def _empty_output(n: int) -> dict[str, list[Any]]:
@@ -72,14 +71,23 @@ class _Rules:
     """The rule and codec per topic (first match wins), cached in the executor."""
 
     rules: EncryptionRules
+    encrypted_only: bool = False
     _by_topic: dict[str, tuple[TopicRule, RuleCodec, int]] = field(default_factory=dict)
 
     def __call__(self, topic: str) -> tuple[TopicRule, RuleCodec, int]:
         found = self._by_topic.get(topic)
         if found is None:
             rule = self.rules.rule_for(topic)
-            found = self._by_topic[topic] = (rule, RuleCodec(rule), self.rules.rules.index(rule))
+            codec = RuleCodec(rule, encrypted_only=self.encrypted_only)
+            found = self._by_topic[topic] = (rule, codec, self.rules.rules.index(rule))
         return found
+
+
+def unexpected(cols: Mapping[str, list[Any]], i: int, exc: BaseException) -> str:
+    """The reason of a record whose transform raised something that is not a strongroom error: a bug,
+    never a property of the data the policies could route. The pipeline stops on it, naming the record."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"unexpected {type(exc).__name__} while processing record {_source(cols, i)}: {first} (a strongroom bug)"
 
 
 @dataclass
@@ -106,7 +114,10 @@ class EncryptRows:
             rule, codec, _ = self._codecs(cols["src_topic"][i])
             if cols["value"][i] is None:
                 continue
-            subject = codec.subject(cols["key"][i], cols["value"][i], cols["headers"][i])
+            try:
+                subject = codec.subject(cols["key"][i], cols["value"][i], cols["headers"][i])
+            except Exception as exc:  # noqa: BLE001 - a bug, not the record's fault: stop, naming the record
+                raise PipelineError(unexpected(cols, i, exc)) from None
             if isinstance(subject, NoSubject):
                 reasons[i] = subject.reason
             else:
@@ -130,7 +141,13 @@ class EncryptRows:
                 assert subject_text is not None
                 key = keys[subject_text]
                 limit = self.limits.get(out_topic, 1_000_000 - 1024)
-                result = seal_record(codec, value, headers, out_topic, subject_text, key, limit)
+                try:
+                    result = seal_record(codec, value, headers, out_topic, subject_text, key, limit)
+                except Exception as exc:  # noqa: BLE001 - not a property of the record: stop, naming it
+                    out["status"][i], out["reason"][i], out["emit"][i], out["fatal"][i] = (
+                        REJECTED, unexpected(cols, i, exc), False, True
+                    )  # fmt: skip
+                    continue
                 if result is None:
                     out["emit"][i], out["status"][i] = False, DROPPED
                     continue
@@ -152,6 +169,12 @@ class EncryptRows:
             out["emit"][i], out["fatal"][i] = False, True
 
 
+class ForeignKey(IntegrityError):
+    """The record names a subject whose key it was not sealed with: moved or forged."""
+
+    default_hint = "quarantine the record and check who can write to the topic"
+
+
 class _Lost(KeysError):
     """The service says this key cannot be unwrapped (lost or disabled KEK)."""
 
@@ -168,6 +191,8 @@ class DecryptRows:
     pending_topic: str
     topic_map: dict[str, str] = field(default_factory=dict)
     dead_letter_topic: str | None = None
+    #: Records without the marker header fail (docs/threat-model.md, downgrade); False passes them on.
+    encrypted_only: bool = True
     _codecs: _Rules | None = field(default=None, repr=False)
     _client: KeyServiceClient | None = field(default=None, repr=False)
 
@@ -177,21 +202,21 @@ class DecryptRows:
 
     def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
         if self._codecs is None:
-            self._codecs = _Rules(self.rules)
+            self._codecs = _Rules(self.rules, self.encrypted_only)
             self._client = KeyServiceClient(self.service)
         n = len(cols["src_offset"])
         requests: dict[tuple[str, str], None] = {}
-        subjects: list[str | None] = [None] * n
         for i in range(n):
-            rule, codec, _ = self._codecs(cols["src_topic"][i])
+            _, codec, _ = self._codecs(cols["src_topic"][i])
             value = cols["value"][i]
-            key_id = _key_id(value, rule.mode == "fields") if value is not None else None
-            if key_id is None:
-                continue
-            subject = codec.subject(cols["key"][i], value, cols["headers"][i])
-            if not isinstance(subject, NoSubject):
-                subjects[i] = subject
-                requests[(b64(key_id), subject)] = None
+            try:
+                key_ids = _key_ids(value, codec) if value is not None else []
+                subject = codec.subject(cols["key"][i], value, cols["headers"][i]) if key_ids else None
+            except Exception as exc:  # noqa: BLE001 - a bug, not the record's fault: stop, naming the record
+                raise PipelineError(unexpected(cols, i, exc)) from None
+            if isinstance(subject, str):
+                for key_id in key_ids:  # every key the record needs, not only its first field's
+                    requests[(b64(key_id), subject)] = None
         assert self._client is not None
         answers = self._client.call("decrypt_keys", pairs=[list(p) for p in requests]) if requests else {}
         states: dict[tuple[bytes, str], tuple[str, bytes | None, str | None]] = {}
@@ -204,6 +229,8 @@ class DecryptRows:
                 raise SubjectErased(f"subject key {key_ref.key_id.hex()} was erased")
             if state == "lost":
                 raise _Lost(reason or f"subject key {key_ref.key_id.hex()} cannot be unwrapped")
+            if state == KEY_FOREIGN:
+                raise ForeignKey(reason or f"key {key_ref.key_id.hex()} belongs to another subject")
             return dek if state == "available" else None
 
         out = _empty_output(n)
@@ -211,11 +238,17 @@ class DecryptRows:
         for i in range(n):
             topic, key, value = cols["src_topic"][i], cols["key"][i], cols["value"][i]
             headers = cols["headers"][i]
-            rule, codec, index = self._codecs(topic)
+            _, codec, index = self._codecs(topic)
             bound = self.topic_map.get(topic, topic)
             out["key"][i], out["timestamp_ms"][i], out["fatal"][i] = key, cols["timestamp_ms"][i], False
             out["topic"][i] = self.output_for(topic)
-            outcome = codec.open(key, value, headers, bound, lookup)
+            try:
+                outcome: Any = codec.open(key, value, headers, bound, lookup)
+            except Exception as exc:  # noqa: BLE001 - not a property of the record: stop, naming it
+                out["status"][i], out["reason"][i], out["emit"][i], out["fatal"][i] = (
+                    FAILED, unexpected(cols, i, exc), False, True
+                )  # fmt: skip
+                continue
             if isinstance(outcome, Opened):
                 out["emit"][i], out["status"][i], out["value"][i], out["headers"][i] = (
                     True,
@@ -263,17 +296,23 @@ def _failure_reason(outcome: Any) -> str:
     return f"the KMS is unavailable: {outcome.error.problem}"
 
 
-def _key_id(value: bytes, fields: bool) -> bytes | None:
-    """The subject key id a value was sealed under, without decrypting (None: no envelope found)."""
-    if not fields:
+def _key_ids(value: bytes, codec: RuleCodec) -> list[bytes]:
+    """Every subject key id a value was sealed under, without decrypting (empty: no envelope found).
+
+    Field mode reads the parsed document (the rule's fields only, so an escaped ``sr1:`` spelling is not
+    missed); a document that cannot be read needs no key: opening it fails with the precise reason.
+    """
+    if codec.fields is None:
         if value[:4] == SUBJECT_KEY_PREFIX and len(value) >= 4 + SUBJECT_KEY_ID_SIZE:
-            return value[4 : 4 + SUBJECT_KEY_ID_SIZE]
-        return None
-    match = _FIELD_KEY.search(value)
-    if match is None:
-        return None
-    header = base64.b64decode(match.group(1))  # the first 21 envelope bytes: magic … profile
-    return header[4 : 4 + SUBJECT_KEY_ID_SIZE] if header[:4] == SUBJECT_KEY_PREFIX else None
+            return [value[4 : 4 + SUBJECT_KEY_ID_SIZE]]
+        return []
+    if not may_hold_envelopes(value):
+        return []
+    try:
+        document = FieldDocument(value, codec.fields)
+    except EnvelopeError:
+        return []
+    return [ref.key_id for ref in document.key_refs() if isinstance(ref, SubjectKeyRef)]
 
 
 def _pending_headers(subject: str, source: str, since: bytes, timestamp_ms: int | None, rule: int) -> list[Header]:

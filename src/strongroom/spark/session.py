@@ -1,8 +1,9 @@
 """The one place strongroom builds a SparkSession. Everything else takes the session as a parameter.
 
 Local defaults suit a laptop or a 2-core CI machine (``local[2]``, UI off, few shuffle partitions,
-quiet logs). On a real cluster pass ``master`` (``spark://...``, ``yarn``, ``k8s://...``) and extra
-``conf``; under ``spark-submit`` the submitted master and configuration are kept as they are.
+quiet logs) and are applied to ``local[...]`` masters only. On a real cluster pass ``master``
+(``spark://...``, ``yarn``, ``k8s://...``) and extra ``conf``; under ``spark-submit`` the submitted
+master and configuration are kept as they are.
 
 Spark's Kafka connector is not part of PySpark: it is added through ``spark.jars.packages`` with the
 artifact matching the installed PySpark, resolved by Ivy from the local Maven repository or Maven
@@ -28,20 +29,36 @@ from strongroom.errors import StackError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOCAL_DEFAULTS: dict[str, str] = {
-    "spark.ui.enabled": "false",
+#: Settings every session strongroom builds gets (a cluster's submitted configuration still wins).
+COMMON_DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.memory": "2g",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.sql.streaming.stateStore.stateSchemaCheck": "true",
 }
+
+#: Laptop / CI settings for ``local[...]`` masters only: on a cluster they would tie the driver to the
+#: loopback address, cap its memory and starve the shuffles.
+LOCAL_DEFAULTS: dict[str, str] = {
+    **COMMON_DEFAULTS,
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "2g",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
+def session_defaults(master: str) -> dict[str, str]:
+    """The settings strongroom adds for ``master`` (before the caller's ``conf``)."""
+    return dict(LOCAL_DEFAULTS if is_local_master(master) else COMMON_DEFAULTS)
 
 
 def kafka_connector_package() -> str:
@@ -110,13 +127,15 @@ def build_spark_session(
     # Python workers must run the interpreter that has strongroom and pyarrow installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     builder = SparkSession.builder.appName(app_name)
     submitted = _under_spark_submit()
     if not submitted:
-        builder = builder.master(master or os.environ.get("STRONGROOM_SPARK_MASTER", "local[2]"))
-        for key, value in LOCAL_DEFAULTS.items():
+        resolved = master or os.environ.get("STRONGROOM_SPARK_MASTER", "local[2]")
+        if is_local_master(resolved):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(resolved)
+        for key, value in session_defaults(resolved).items():
             builder = builder.config(key, value)
         log4j = f"-Dlog4j2.configurationFile={resource_path('log4j2-spark.properties')}"
         builder = builder.config("spark.driver.extraJavaOptions", log4j)

@@ -236,6 +236,8 @@ def field_key_id(value: Column) -> Column:
 
 #: Key states a decrypt keys frame may carry.
 KEY_AVAILABLE, KEY_ERASED, KEY_PENDING, KEY_LOST = "available", "erased", "pending", "lost"
+#: The key exists but belongs to another subject than the record names (moved or forged record).
+KEY_FOREIGN = "foreign"
 
 
 def envelope_key_id_column(rule: TopicRule) -> Column:
@@ -270,6 +272,7 @@ def decrypt_frame(
     logical_topic: Column,
     output_topic: Column,
     erased_value: str = "drop",
+    encrypted_only: bool = True,
 ) -> DataFrame:
     """Sink frame opening the records of ``batch`` (from :func:`with_key_ids`) with the batch's keys.
 
@@ -277,28 +280,40 @@ def decrypt_frame(
     for mirrored topics). Statuses: ``ok``; ``passthrough`` (tombstones and records without an
     envelope); ``pending`` (key not arrived); ``erased`` (whole value: dropped, or kept with a null
     value when ``erased_value == "null"``; fields: the encrypted fields become null and the record is
-    ``ok``); ``failed`` with a reason (lost KEK, tampered or moved, unknown version).
+    ``ok``); ``failed`` with a reason (lost KEK, tampered or moved, unknown version; with
+    ``encrypted_only``, a record without the marker header: plaintext or downgraded).
     A failed, pending or dropped row never carries plaintext.
     """
     expected_marker = bytes((1, ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE))
     joined = batch.join(F.broadcast(keys), on="key_id", how="left")
-    no_envelope = F.col("key_id").isNull() & F.col("marker").isNull()
     fields = rule.mode == "fields"
-    # Field mode: a marked record whose document holds none of the rule's fields has no envelope at all;
-    # the Python opener passes it through after checking no rule path holds plaintext.
+    unmarked = F.col("marker").isNull() & F.col("value").isNotNull()
+    no_envelope = F.col("key_id").isNull() & F.col("marker").isNull()
+    if fields:
+        # The key id comes from the raw bytes; an ``sr1:`` string spelt with JSON escapes hides from that,
+        # so an unmarked document that has any escape goes to the Python opener, which reads it parsed.
+        no_envelope = no_envelope & ~F.col("value").contains(F.lit(b"\\u"))
+    # Field mode: a record whose document holds none of the rule's fields sealed has no envelope at all;
+    # the Python opener passes it through (unmarked) or checks no rule path holds plaintext (marked).
     no_fields_sealed = F.lit(fields) & F.col("key_id").isNull()
     reason = (
-        F.when(F.col("value").isNull() | no_envelope, F.lit(None))
+        F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.lit(encrypted_only) & unmarked,
+              F.lit(f"record has no {RECORD_HEADER_NAME} marker header; this reader accepts encrypted records only "
+                    "(a plaintext or downgraded record)"))
+        .when(no_envelope, F.lit(None))
         .when(F.col("marker").isNotNull() & (F.col("marker") != F.lit(expected_marker)),
               F.concat(F.lit("unknown or unexpected strongroom.enc header 0x"), F.hex("marker"),
                        F.lit(f" (this reader expects 0x{expected_marker.hex()}); upgrade strongroom or fix the rule")))
         .when(F.col("key_id").isNull() & F.lit(not fields),
               F.lit("record is marked encrypted but its value is not a readable envelope"))
         .when(F.col("key_state") == KEY_LOST, F.coalesce(F.col("key_reason"), F.lit("the key's KEK is lost")))
+        .when(F.col("key_state") == KEY_FOREIGN, F.col("key_reason"))
     )  # fmt: skip
     status = (
-        F.when(F.col("value").isNull() | no_envelope, F.lit(PASSTHROUGH))
+        F.when(F.col("value").isNull(), F.lit(PASSTHROUGH))
         .when(reason.isNotNull(), F.lit(FAILED))
+        .when(no_envelope, F.lit(PASSTHROUGH))
         .when(no_fields_sealed, F.lit(OK))
         .when(F.col("key_state").isNull() | (F.col("key_state") == KEY_PENDING), F.lit(PENDING))
         .when((F.col("key_state") == KEY_ERASED) & F.lit(rule.mode == "value"), F.lit(ERASED))
@@ -320,7 +335,7 @@ def decrypt_frame(
             ).otherwise(F.col("reason")),
         )  # fmt: skip
     else:
-        framed = _open_fields(framed, rule)
+        framed = _open_fields(framed, rule, encrypted_only)
     erased_keep = F.lit(erased_value == "null") & (F.col("status") == ERASED)
     value = (
         F.when(F.col("status") == OK, F.col("opened"))
@@ -348,21 +363,27 @@ _FIELD_OPEN_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "head
                            "key_id", "status", "reason", "logical_topic")  # fmt: skip
 
 
-def _open_fields(framed: DataFrame, rule: TopicRule) -> DataFrame:
-    inputs = framed.select(*_FIELD_OPEN_PASSTHROUGH, "dek", "key_state")
-    out_schema = inputs.drop("dek", "key_state").schema.add("opened", "binary").add("open_error", "string")
-    opener = _field_opener(tuple(rule.fields))
+def _open_fields(framed: DataFrame, rule: TopicRule, encrypted_only: bool) -> DataFrame:
+    inputs = framed.select(*_FIELD_OPEN_PASSTHROUGH, "dek", "key_state", "marker")
+    out_schema = inputs.drop("dek", "key_state", "marker").schema.add("opened", "binary").add("open_error", "string")
+    opener = _field_opener(tuple(rule.fields), encrypted_only)
     out = inputs.mapInArrow(opener, out_schema)
+    # The opener passes an unmarked document that holds no sealed field on unchanged (opened = value).
+    unmarked_plain = (F.col("status") == OK) & F.col("open_error").isNull() & F.col("key_id").isNull()
     return out.withColumn(
-        "status", F.when(F.col("open_error").isNotNull(), F.lit(FAILED)).otherwise(F.col("status"))
+        "status",
+        F.when(F.col("open_error").isNotNull(), F.lit(FAILED))
+        .when(unmarked_plain & (F.col("opened") == F.col("value")) & F.lit(not encrypted_only), F.lit(PASSTHROUGH))
+        .otherwise(F.col("status")),
     ).withColumn("reason", F.coalesce(F.col("reason"), F.col("open_error")))
 
 
-def _field_opener(paths: tuple[str, ...]) -> Any:
+def _field_opener(paths: tuple[str, ...], encrypted_only: bool) -> Any:
     def open_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
         from strongroom.envelope import RecordContext, decrypt_json_fields
+        from strongroom.envelope.json_fields import FieldDocument
         from strongroom.envelope.jsonpath import FieldRules
         from strongroom.errors import EnvelopeError
 
@@ -372,9 +393,22 @@ def _field_opener(paths: tuple[str, ...]) -> Any:
                 batch.column(n).to_pylist() for n in ("value", "dek", "key_id", "key_state")
             )
             topics, subjects, statuses = (batch.column(n).to_pylist() for n in ("logical_topic", "subject", "status"))
+            markers = batch.column("marker").to_pylist()
             opened: list[bytes | None] = []
             errors: list[str | None] = []
             for i in range(batch.num_rows):
+                if statuses[i] == OK and markers[i] is None and key_ids[i] is None and not encrypted_only:
+                    # Unmarked, and its raw bytes show no sealed field (but a JSON escape): read parsed, it is
+                    # passed on unchanged unless a rule field holds an ``sr1:`` string spelt with escapes,
+                    # which FieldDocument refuses.
+                    try:
+                        hidden = FieldDocument(values[i], expected).sealed
+                        opened.append(None if hidden else values[i])
+                        errors.append("an unmarked record holds sealed fields no raw check found" if hidden else None)
+                    except EnvelopeError as exc:
+                        opened.append(None)
+                        errors.append(f"{exc.problem} ({exc.hint})")
+                    continue
                 if statuses[i] != OK:
                     opened.append(None)
                     errors.append(None)

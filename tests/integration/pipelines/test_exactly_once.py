@@ -3,7 +3,9 @@
 The pipeline runs as a real `strongroom encrypt --continuous` process while a producer keeps writing.
 It is killed with SIGKILL (whole process group: Python driver and Spark's JVM) at random moments —
 between and in the middle of micro-batches and transactions — and restarted from its checkpoint.
-At the end every input record must be in the output exactly once (read_committed).
+At the end every input record must be in the output exactly once (read_committed). The killed
+attempts leave aborted transactions in the encrypted topic; `strongroom decrypt` must not read them
+(it reads committed data only), so the decrypted topic holds every source record exactly once too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from strongroom.demo.data import customer_events
 
@@ -97,3 +99,52 @@ def test_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path
     assert set(ids) == set(produced)
     for m in out[:50]:
         assert json.loads(m.value())["email"].startswith("sr1:")
+    # What a killed, fenced or retried attempt leaves behind: its records, in a transaction that was aborted.
+    # The kills above may or may not have left one (it takes a kill while a transaction is open), so one is
+    # made for certain: copies of real encrypted records, written transactionally, then aborted.
+    abort_a_transaction_of_copies(env, f"{topic}.enc", out[:300])
+    aborted = len(read_uncommitted(env, f"{topic}.enc")) - total
+    assert aborted >= 300
+
+    # The decrypt pipeline reads the encrypted topic, aborted transactions included in its log.
+    decrypt = [
+        sys.executable, "-m", "strongroom.cli.main", "decrypt",
+        "--bootstrap-server", env.bootstrap, "--local-kms", env.kms_config["path"], "--keys-topic", env.keys_topic,
+        "--topic", f"{topic}.enc", "--fields", "$.name,$.email,$.address",
+        "--checkpoint", str(env.workdir / "chk-decrypt"), "--app-id", "kill-test-decrypt",
+    ]  # fmt: skip
+    done = subprocess.run(decrypt, stdout=subprocess.DEVNULL, stderr=log.open("ab"), timeout=600, check=False)
+    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
+    plain = env.read(f"{topic}.decrypted", idle=3.0)
+    decrypted = [json.loads(m.value())["event_id"] for m in plain]
+    assert len(decrypted) == total, (
+        f"{len(decrypted) - len(set(decrypted))} duplicates ({aborted} aborted records in {topic}.enc), "
+        f"{len(set(produced) - set(decrypted))} missing"
+    )
+    assert set(decrypted) == set(produced)
+    assert all("@" in json.loads(m.value())["email"] for m in plain[:50])
+
+
+def abort_a_transaction_of_copies(env: Any, topic: str, records: list[Any]) -> None:
+    producer = Producer(env.client.producer({"transactional.id": f"zombie-{topic}", "transaction.timeout.ms": 300_000}))
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for m in records:
+        producer.produce(topic, key=m.key(), value=m.value(), headers=m.headers(), partition=m.partition())
+    producer.flush(60)
+    producer.abort_transaction(60)
+
+
+def read_uncommitted(env: Any, topic: str) -> list[Any]:
+    """Every record in the topic's log, aborted transactions included."""
+    consumer = Consumer(env.client.consumer(overrides={"isolation.level": "read_uncommitted"}))
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out, last = [], time.monotonic()
+    while time.monotonic() - last < 3.0:
+        msg = consumer.poll(0.3)
+        if msg is not None and msg.error() is None:
+            out.append(msg)
+            last = time.monotonic()
+    consumer.close()
+    return out

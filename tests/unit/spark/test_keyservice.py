@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
+import time
 from typing import Any
 
 import pytest
@@ -71,3 +73,90 @@ def test_plaintext_connections_get_nothing(service: KeyService) -> None:
         except (ConnectionResetError, TimeoutError):
             data = b""
     assert b"ok" not in data
+
+
+# ------------------------------------------------------------------ denial of service (issue 11)
+def tls_to(service: KeyService) -> ssl.SSLSocket:
+    """A raw TLS connection that trusts the service's certificate (what an attacker on the network can open)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cadata=service.client_spec()["cert"])
+    raw = socket.create_connection(service.address, timeout=10)
+    return context.wrap_socket(raw, server_hostname=service.host)
+
+
+def answer(conn: ssl.SSLSocket) -> dict[str, Any]:
+    size = int.from_bytes(conn.recv(4), "big")
+    data = b""
+    while len(data) < size:
+        data += conn.recv(size - len(data))
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+def closed(conn: ssl.SSLSocket, within: float) -> bool:
+    conn.settimeout(within)
+    try:
+        return conn.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLError, OSError):
+        return True
+
+
+@pytest.fixture
+def strict_service() -> Any:
+    svc = KeyService(handler, auth_timeout_s=1.0, max_connections=3)
+    yield svc
+    svc.close()
+
+
+def test_a_silent_connection_is_dropped_after_the_auth_timeout(strict_service: KeyService) -> None:
+    with tls_to(strict_service) as conn:
+        started = time.monotonic()
+        assert closed(conn, within=10)
+        assert time.monotonic() - started < 5
+    with socket.create_connection(strict_service.address, timeout=10) as raw:  # not even a TLS handshake
+        started = time.monotonic()
+        raw.settimeout(10)
+        assert raw.recv(1) == b""
+        assert time.monotonic() - started < 5
+
+
+def test_nothing_large_is_read_before_the_token_matched(strict_service: KeyService) -> None:
+    with tls_to(strict_service) as conn:
+        conn.sendall((512 * 1024 * 1024).to_bytes(4, "big"))  # announces half a gigabyte, sends nothing more
+        reply = answer(conn)
+        assert reply["ok"] is False
+        assert "authentication frame refused" in reply["error"]["problem"]
+        assert closed(conn, within=5)
+
+
+def test_a_wrong_or_non_ascii_token_gets_an_error_not_an_exception(strict_service: KeyService) -> None:
+    for token in ("0" * 64, "é" * 32, ""):
+        with tls_to(strict_service) as conn:
+            body = token.encode("utf-8")
+            conn.sendall(len(body).to_bytes(4, "big") + body)
+            reply = answer(conn)
+            assert reply["ok"] is False
+            expected = "not ASCII" if not token.isascii() else "unauthenticated"
+            assert expected in reply["error"]["problem"]
+            assert closed(conn, within=5)
+    # the service still serves honest clients
+    assert KeyServiceClient(strict_service.client_spec()).call("echo", subjects=["x"])["subjects"] == ["x"]
+
+
+def test_connections_beyond_the_cap_are_closed_on_arrival(strict_service: KeyService) -> None:
+    spec = strict_service.client_spec()
+    holders = []
+    for _ in range(3):  # three authenticated, idle connections fill the service
+        conn = tls_to(strict_service)
+        conn.sendall(len(spec["token"]).to_bytes(4, "big") + spec["token"].encode())
+        assert answer(conn) == {"ok": True}
+        holders.append(conn)
+    try:
+        with socket.create_connection(strict_service.address, timeout=10) as extra:
+            extra.settimeout(5)
+            assert extra.recv(1) == b""  # closed at once, before any TLS
+    finally:
+        for conn in holders:
+            conn.close()
+    time.sleep(0.5)
+    assert KeyServiceClient(spec).call("echo", subjects=[])["subjects"] == []

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, TypeVar
 
 from pyspark import StorageLevel
@@ -20,7 +20,8 @@ from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.rules import EncryptionRules
-from strongroom.spark.kafka_sink import TransactionalSinkConfig
+from strongroom.spark.jobs.progress import app_id_for, log_starts, read_checkpoint, restore_progress
+from strongroom.spark.kafka_sink import RowTransform, TransactionalSinkConfig, write_exactly_once
 from strongroom.spark.session import jvm_log
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,13 @@ PIPELINE_SPARK_CONF = {
     # Larger Arrow batches: each batch is one key-service round trip from the sink's tasks.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
 }
+
+
+class InputGapPolicy(StrEnum):
+    """What a pipeline does when input records aged out before it read them."""
+
+    REPORT = "report"
+    FAIL = "fail"
 
 
 @dataclass(frozen=True)
@@ -58,37 +66,49 @@ class PipelineSettings:
     write_retry_deadline_s: float = 1800.0
     #: How long a KMS outage is waited out (key creation, wrapping-key unwraps) before the job stops.
     kms_outage_wait_s: float = 1800.0
+    #: Input records that aged out (retention) before the pipeline read them: ``report`` counts them in
+    #: the result and logs an error; ``fail`` also stops the job.
+    on_input_gap: InputGapPolicy = InputGapPolicy.REPORT
+    #: Run on a cluster whose driver-executor channel is not authenticated and encrypted (it carries the
+    #: key service's token): refused unless set (docs/pipelines.md, "Running on a cluster").
+    allow_unencrypted_spark_channel: bool = False
 
     @property
     def client(self) -> ClientConfig:
         return ClientConfig(self.bootstrap_servers, dict(self.client_properties))
 
-    def stable_app_id(self, kind: str) -> str:
-        """The pipeline's identity across restarts: explicit, or derived from the checkpoint location."""
-        if self.app_id:
-            return self.app_id
-        return f"{kind}-{hashlib.sha256(self.checkpoint.encode()).hexdigest()[:12]}"
-
-    def sink(self, kind: str) -> TransactionalSinkConfig:
+    def sink(self, spark: SparkSession, kind: str) -> TransactionalSinkConfig:
+        """The exactly-once sink of this pipeline; its app id is explicit or recorded in the checkpoint
+        (:func:`~strongroom.spark.jobs.progress.app_id_for`)."""
         return TransactionalSinkConfig(
             self.bootstrap_servers,
-            self.stable_app_id(kind),
+            app_id_for(spark, self.checkpoint, kind, self.app_id),
             dict(self.client_properties),
             retry_deadline_s=self.write_retry_deadline_s,
         )
 
 
 def kafka_stream(spark: SparkSession, settings: PipelineSettings, subscription: Mapping[str, str]) -> DataFrame:
-    """Spark's Kafka source over the subscription, with headers."""
+    """Spark's Kafka source over the subscription, with headers, reading committed records only.
+
+    ``read_committed``: an aborted or still-open transaction (a killed, fenced or retried attempt of a
+    strongroom pipeline, or any transactional producer upstream) is never read, so it is never
+    encrypted or decrypted into the output. The source plans one task per topic-partition (no
+    ``minPartitions`` / ``maxRecordsPerPartition``), which the exactly-once sink relies on.
+    """
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap_servers)
         .option("includeHeaders", "true")
         .option("startingOffsets", settings.starting_offsets)
+        # Records that aged out before they were read are counted and reported by the job (input gaps).
         .option("failOnDataLoss", "false")
     )
     for key, value in settings.client_properties.items():
+        if key == "isolation.level":
+            continue  # never read uncommitted data, whatever the client properties say
         reader = reader.option(f"kafka.{key}", str(value))
+    reader = reader.option("kafka.isolation.level", "read_committed")
     for key, value in subscription.items():
         reader = reader.option(key, value)
     if settings.max_offsets_per_trigger:
@@ -124,6 +144,38 @@ def source_rows(batch: DataFrame) -> DataFrame:
     )
 
 
+def source_partitions(client: ClientConfig, rules: EncryptionRules) -> list[tuple[str, int]]:
+    """Every partition of the cluster's topics the rules cover now."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient(client.admin()).list_topics(timeout=30)
+    return sorted(
+        (name, p)
+        for name, topic in metadata.topics.items()
+        if not name.startswith("__") and any(r.matches(name) for r in rules.rules)
+        for p in topic.partitions
+    )
+
+
+def input_gaps(client: ClientConfig, summaries: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+    """Offsets each source partition lost before this batch read it: between where the pipeline had got
+    to (the group's committed offset) and the first record it read, those now below the log start.
+
+    Offsets missing above the log start are transaction markers or aborted records (read_committed),
+    not losses.
+    """
+    behind = {
+        (s["src_topic"], int(s["src_partition"])): (int(s["group_offset"]), int(s["first_offset"]))
+        for s in summaries
+        if s.get("group_offset") is not None and 0 <= int(s["group_offset"]) < int(s["first_offset"])
+    }
+    if not behind:
+        return {}
+    starts = log_starts(client, behind)
+    gaps = {tp: min(first, starts[tp]) - done for tp, (done, first) in behind.items() if tp in starts}
+    return {tp: n for tp, n in gaps.items() if n > 0}
+
+
 def matching_topics(topics: TopicLimits, rules: EncryptionRules) -> list[str]:
     """The cluster's topics the rules cover now (the subscription's topics)."""
     names = topics.admin.list_topics(timeout=30).topics
@@ -154,6 +206,8 @@ class Counters:
     by_status: dict[str, int] = field(default_factory=dict)
     written: int = 0
     replayed_skipped: int = 0
+    #: Input offsets that aged out before the pipeline read them, per source partition.
+    input_gaps: dict[str, int] = field(default_factory=dict)
     #: Seconds spent per phase of the batches (scan, keys, write, ...): where the time goes.
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -187,6 +241,10 @@ class Counters:
             "records": dict(sorted(self.by_status.items())),
             "written": self.written,
             "replayed_skipped": self.replayed_skipped,
+            "input_gaps": {
+                "offsets": sum(self.input_gaps.values()),
+                "partitions": dict(sorted(self.input_gaps.items())),
+            },
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
 
@@ -278,7 +336,55 @@ class StreamingJob:
     def close(self) -> None:
         """Release what the job holds (key tables, producers)."""
 
+    def write_batch(self, frame: DataFrame, transform: RowTransform | None = None) -> list[dict[str, Any]]:
+        """Write one micro-batch exactly once (the Kafka source gives one task per partition), count it,
+        and check it for input that aged out before it was read. When the write stops (a fatal record, a
+        transform that failed), the transactions other tasks left open are aborted at once, so readers
+        of the output are not held back until ``transaction.timeout.ms``."""
+        try:
+            with self.counters.phase("write"):
+                summaries = write_exactly_once(frame, self.sink, transform, one_task_per_partition=True)
+        except PipelineError:
+            self.abort_open_transactions()
+            raise
+        self.counters.add_batch(summaries)
+        self._check_input_gaps(summaries)
+        return summaries
+
+    def abort_open_transactions(self) -> None:
+        """Abort whatever transaction a stopped task of this pipeline left open (one per source partition)."""
+        try:
+            partitions = source_partitions(self.settings.client, self.settings.rules)
+            aborted = self.sink.abort_open(partitions)
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out: the original error matters more
+            log.warning("could not abort the pipeline's open transactions: %s", exc)
+            return
+        if aborted:
+            log.info("aborted the open transactions of %d source partitions", aborted)
+
+    def _check_input_gaps(self, summaries: list[dict[str, Any]]) -> None:
+        gaps = input_gaps(self.settings.client, summaries)
+        if not gaps:
+            return
+        for (topic, partition), lost in sorted(gaps.items()):
+            key = f"{topic}[{partition}]"
+            self.counters.input_gaps[key] = self.counters.input_gaps.get(key, 0) + lost
+        described = ", ".join(f"{t}[{p}]: {n}" for (t, p), n in sorted(gaps.items()))
+        log.error("input records aged out before the %s pipeline read them (offsets per partition): %s",
+                  self.kind, described)  # fmt: skip
+        if self.settings.on_input_gap == InputGapPolicy.FAIL:
+            raise PipelineError(
+                f"input records aged out before the {self.kind} pipeline read them ({described} offsets)",
+                hint="they are gone from Kafka; raise the input topics' retention or run the pipeline more often; "
+                "restart with --on-input-gap report to continue past the gap",
+            )
+
     def start(self) -> StreamingQuery:
+        progress = read_checkpoint(self.spark, self.settings.checkpoint)
+        restore_progress(self.settings.client, self.sink.group_id, progress)
+        # A killed run may have left transactions open on partitions that get no new data for a while; end
+        # them now rather than let them hold read_committed readers of the output back until they time out.
+        self.abort_open_transactions()
         writer = (
             self.source()
             .writeStream.foreachBatch(self.process_batch)
@@ -291,11 +397,30 @@ class StreamingJob:
             writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
         return writer.start()
 
+    def stop_gracefully(self, query: StreamingQuery, timeout_s: float = 120.0) -> None:
+        """Stop between micro-batches: the running batch commits (or fails) first, so no transaction is
+        left open. A batch still running after ``timeout_s`` is stopped anyway and the transactions its
+        tasks held are aborted."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.2)
+            interrupted = query.isActive and bool(query.status.get("isTriggerActive"))
+            query.stop()
+        except Exception as exc:  # noqa: BLE001 - Spark's JVM is gone too (a SIGTERM to the process group)
+            log.warning("the %s query could not be stopped cleanly: %s", self.kind, type(exc).__name__)
+            interrupted = True
+        if interrupted:
+            self.abort_open_transactions()
+
     def run(self) -> dict[str, Any]:
         """Process everything available now, then stop; returns the counters."""
         query = self.start()
         try:
             query.awaitTermination()
+        except KeyboardInterrupt:
+            self.stop_gracefully(query)
+            raise
         except Exception as exc:  # noqa: BLE001 - Spark's StreamingQueryException; re-raised below, clearly
             if self.error is None:
                 raise PipelineError(

@@ -9,9 +9,9 @@ Per micro-batch (``foreachBatch`` on the driver):
    which classifies each ``(key id, subject)`` in the key table (a continuously refreshed view of the
    keys topic): available, erased, not arrived yet, or lost (the wrapping key's KEK is gone or disabled
    in the KMS). A KMS outage is waited out, never reported as a lost key.
-   Parquet/console output, two passes over the cached batch: the distinct pairs are collected and
-   classified the same way, and a broadcast keys frame opens the records in the JVM (whole values) or
-   on Arrow batches (JSON fields) (:func:`~strongroom.spark.transforms.decrypt_frame`);
+   Parquet/console output: the same transform, its rows cached; the files are written first (rows a
+   replay already wrote are left out), then the offsets are committed (keys never travel in a
+   DataFrame on either path);
 3. erased subjects lose their encrypted fields (field mode) or are dropped / kept with a null value
    (whole-value mode, ``erased``);
 4. per-record failures (lost KEK, tampered or moved records, unknown format versions) follow
@@ -20,8 +20,8 @@ Per micro-batch (``foreachBatch`` on the driver):
    (deletion cancelled, soft-delete undone) heals the running pipeline without a restart; ``dead-letter``
    diverts the ciphertext unchanged; ``skip`` drops it and counts it;
 5. records whose key has not arrived are written to the pending topic in the same transaction as the
-   output; the output goes to Kafka exactly once, or to Parquet (one directory per batch id, overwritten
-   on replay) or the console.
+   output; the output goes to Kafka exactly once, or to Parquet (one directory per batch and resume
+   point, overwritten only by a replay of the same batch) or the console (at least once).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -45,7 +46,6 @@ from strongroom.spark.jobs.common import (
     Counters,
     PipelineSettings,
     StreamingJob,
-    dead_letter,
     driver_host,
     ensure_topics,
     kafka_stream,
@@ -54,21 +54,17 @@ from strongroom.spark.jobs.common import (
     source_rows,
     wait_out_kms_outage,
 )
-from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer, pending_headers_columns
-from strongroom.spark.kafka_sink import write_exactly_once
-from strongroom.spark.keyservice import KeyService, b64, unb64
+from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
+from strongroom.spark.jobs.progress import group_offsets
+from strongroom.spark.kafka_sink import transformed
+from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
 from strongroom.spark.transforms import (
-    DECRYPT_KEYS_SCHEMA,
     ERASED,
     FAILED,
     KEY_LOST,
     KEY_PENDING,
     OK,
-    PENDING,
-    decrypt_frame,
-    rule_condition,
-    with_key_ids,
 )
 
 log = logging.getLogger(__name__)
@@ -87,7 +83,7 @@ Output = Literal["kafka", "parquet", "console"]
 
 class DecryptJob(StreamingJob):
     """Thin I/O shell around :class:`~strongroom.spark.row_transforms.DecryptRows` (Kafka output) and
-    :func:`~strongroom.spark.transforms.decrypt_frame` (Parquet, console); the session is passed in."""
+    :func:`~strongroom.spark.kafka_sink.transformed` (Parquet, console); the session is passed in."""
 
     kind = "decrypt"
 
@@ -108,6 +104,7 @@ class DecryptJob(StreamingJob):
         max_pending: int = 100_000,
         pending_timeout_s: float = 600.0,
         on_batch: Callable[[int, dict[str, Any]], None] | None = None,
+        encrypted_only: bool = True,
     ) -> None:
         from strongroom.keys.table import KeyTable
         from strongroom.kms.registry import kms_from_config
@@ -128,7 +125,9 @@ class DecryptJob(StreamingJob):
         self.lost_kek_wait_s = lost_kek_wait_s
         self.kek_recheck_s = kek_recheck_s
         self.topic_map = dict(topic_map or {})
-        self.sink = settings.sink(self.kind)
+        #: A record without the marker header fails (docs/threat-model.md, downgrade); False passes it on.
+        self.encrypted_only = encrypted_only
+        self.sink = settings.sink(spark, self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
         self.pending = PendingBuffer(
             settings.client, self.sink.app_id, max_records=max_pending, timeout_s=pending_timeout_s
@@ -137,8 +136,9 @@ class DecryptJob(StreamingJob):
         self.on_batch = on_batch
         self.error: StrongroomError | None = None
         self._lock = threading.Lock()
-        self.cache_batches = output != "kafka"  # the Kafka path is a single pass
+        self.cache_batches = False  # both paths read the batch once (the file path caches what it opened)
         self.table.wait_caught_up(120)
+        require_secure_channel(spark, allow_unencrypted=settings.allow_unencrypted_spark_channel)
         self.service = KeyService(self._serve_keys, host=driver_host(spark))
 
     # ------------------------------------------------------------------ the stream
@@ -189,27 +189,24 @@ class DecryptJob(StreamingJob):
         return self.output_topic_template.replace("$(base)", base).replace("$(topic)", topic)
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
-        if self.output != "kafka":
-            self._process_dataframe(batch, batch_id)
-            return
-        # One pass: the sink's tasks read the batch, open each record (keys from the driver's key
-        # service, one request per Arrow batch) and write it transactionally.
-        rules = self.settings.rules
-        ensure_topics(self.topics, [(t, self.output_topic_for(t)) for t in matching_topics(self.topics, rules)])
+        """Kafka output in one pass: the sink's tasks read the batch, open each record (keys from the
+        driver's key service, one request per Arrow batch) and write it transactionally. Parquet and
+        console output: :meth:`_process_files`."""
         dlq = self.settings.dead_letter_topic
         if self.on_failure == "dead-letter" and dlq:
             ensure_topics(self.topics, [(dlq, dlq)])
-        transform = DecryptRows(
-            rules, self.service.client_spec(), self.output_topic_template, self.on_failure, self.erased,
-            self.pending.topic, self.topic_map, dlq,
-        )  # fmt: skip
         try:
-            with self.counters.phase("write"):
-                self.counters.add_batch(write_exactly_once(source_rows(batch), self.sink, transform))
+            if self.output == "kafka":
+                topics = matching_topics(self.topics, self.settings.rules)
+                ensure_topics(self.topics, [(t, self.output_topic_for(t)) for t in topics])
+                self.write_batch(source_rows(batch), self._transform())
+            else:
+                self._process_files(batch, batch_id)
         except PipelineError as exc:
-            raise PipelineError(
-                exc.problem, hint=LOST_KEK_HINT if LOST_KEY_REASON in exc.problem else DAMAGED_HINT
-            ) from None
+            if not exc.problem.startswith("cannot decrypt"):
+                raise
+            hint = LOST_KEK_HINT if LOST_KEY_REASON in exc.problem else DAMAGED_HINT
+            raise PipelineError(exc.problem, hint=hint) from None
         self.pending.refresh()
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
@@ -223,58 +220,61 @@ class DecryptJob(StreamingJob):
             rows = self._keys_waiting_for_lost_keks(pairs)
         return [[state, b64(dek) if dek else None, reason] for _, dek, state, reason in rows]
 
-    def _process_dataframe(self, batch: DataFrame, batch_id: int) -> None:
-        """Parquet and console output: the DataFrame transforms, two passes over the cached batch."""
-        rules = self.settings.rules
-        parts = [with_key_ids(batch.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-        # Pass 1 over the cached batch: which topics, which (key id, subject) pairs.
-        seen = parts[0].select("topic", "key_id", "subject")
-        for part in parts[1:]:
-            seen = seen.unionByName(part.select("topic", "key_id", "subject"))
-        with self.counters.phase("scan"):
-            rows = seen.distinct().collect()
-        if not rows:
-            return
-        if self.output == "kafka":
-            ensure_topics(self.topics, sorted({(r["topic"], self.output_topic_for(r["topic"])) for r in rows}))
-        if self.on_failure == "dead-letter":
-            assert self.settings.dead_letter_topic is not None
-            ensure_topics(self.topics, [(self.settings.dead_letter_topic, self.settings.dead_letter_topic)])
-        pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in rows if r["key_id"] is not None}, key=repr)
-        with self.counters.phase("keys"):
-            keys = self.spark.createDataFrame(self._keys_waiting_for_lost_keks(pairs), DECRYPT_KEYS_SCHEMA)
-        frame: DataFrame | None = None
-        for i, (part, rule) in enumerate(zip(parts, rules.rules, strict=True)):
-            opened = decrypt_frame(
-                part, keys, rule, logical_topic=self._logical_topic(), output_topic=self._output_topic(),
-                erased_value="null" if self.erased == "mark" else "drop",
-            ).withColumn("rule", F.lit(i))  # fmt: skip
-            frame = opened if frame is None else frame.unionByName(opened)
-        assert frame is not None
-        frame = frame.withColumn("fatal", F.lit(self.on_failure == "fail") & (F.col("status") == FAILED))
-        if self.on_failure == "dead-letter":
-            assert self.settings.dead_letter_topic is not None
-            frame = dead_letter(frame, FAILED, self.settings.dead_letter_topic, original_value="ciphertext")
-        frame = self._route_pending(frame)
-        if self.erased == "mark":
-            marked = F.struct(F.lit("strongroom.erased").alias("key"), F.lit(b"1").alias("value"))
-            frame = frame.withColumn(
-                "headers",
-                F.when(F.col("status") == ERASED, F.concat(F.col("headers"), F.array(marked))).otherwise(
-                    F.col("headers")
-                ),
-            )
-        # Pass 2: open and write, exactly once (a fatal row stops the write with its coordinates).
+    def _process_files(self, batch: DataFrame, batch_id: int) -> None:
+        """Parquet and console output: the same row transform as the Kafka path (keys from the driver's
+        key service, never in a DataFrame), then files first and offsets second.
+
+        Rows below the group's committed offsets were written by an earlier attempt and are left out;
+        the files of this attempt go to a directory named after the batch and those offsets, overwritten
+        by a replay of the same batch and never by a later one (even when a lost checkpoint restarts the
+        batch ids). Only then does the exactly-once sink commit the offsets, together with the records
+        bound for Kafka (pending, dead letters). A crash between the two replays the batch into the same
+        directory.
+        """
+        frame = transformed(source_rows(batch), self._transform()).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            with self.counters.phase("write"):
-                self._write(frame, batch_id)
-        except PipelineError as exc:
-            if LOST_KEY_REASON in exc.problem:
-                raise PipelineError(exc.problem, hint=LOST_KEK_HINT) from None
-            raise PipelineError(exc.problem, hint=DAMAGED_HINT) from None
-        self.pending.refresh()
-        if self.on_batch is not None:
-            self.on_batch(batch_id, self.result())
+            partitions = {(r["src_topic"], int(r["src_partition"])): None for r in
+                          frame.select("src_topic", "src_partition").distinct().collect()}  # fmt: skip
+            if not partitions:
+                return
+            done = group_offsets(self.settings.client, self.sink.group_id, partitions)
+            fresh = frame.filter(_at_or_after(done))
+            fatal = fresh.filter(F.col("fatal")).select("src_topic", "src_partition", "src_offset", "reason").head()
+            if fatal is not None:
+                raise PipelineError(
+                    f"cannot decrypt {fatal['src_topic']}[{fatal['src_partition']}]@{fatal['src_offset']}: "
+                    f"{fatal['reason']}"
+                )
+            outputs = {self.output_topic_for(t) for t, _ in partitions}
+            with self.counters.phase("files"):
+                self._write_files(fresh.filter(F.col("emit") & F.col("topic").isin(*outputs)), batch_id, done)
+            to_kafka = frame.withColumn("emit", F.col("emit") & ~F.col("topic").isin(*outputs))
+            self.write_batch(to_kafka)
+        finally:
+            frame.unpersist()
+
+    def _transform(self) -> DecryptRows:
+        return DecryptRows(
+            self.settings.rules, self.service.client_spec(), self.output_topic_template, self.on_failure,
+            self.erased, self.pending.topic, self.topic_map, self.settings.dead_letter_topic, self.encrypted_only,
+        )  # fmt: skip
+
+    def _write_files(self, rows: DataFrame, batch_id: int, done: dict[tuple[str, int], int]) -> None:
+        out = rows.select(
+            F.col("src_topic").alias("topic"),
+            F.col("src_partition").alias("partition"),
+            F.col("src_offset").alias("offset"),
+            "key",
+            "value",
+            F.col("value").cast("string").alias("value_text"),
+            "headers",
+            F.timestamp_millis("timestamp_ms").alias("timestamp"),
+        )
+        if self.output == "parquet":
+            out.write.mode("overwrite").parquet(f"{self.output_path}/{batch_directory(batch_id, done)}")
+            return
+        for row in out.select("topic", "partition", "offset", "value_text").collect():
+            print(f"{row['topic']}[{row['partition']}]@{row['offset']} {row['value_text']}", flush=True)
 
     def _keys_waiting_for_lost_keks(
         self, pairs: list[tuple[bytes, str | None]]
@@ -310,45 +310,6 @@ class DecryptJob(StreamingJob):
             return (key_id, None, KEY_PENDING, None)  # keep the subject's order: it has older records held
         return classify_key(self.table, key_id, subject)
 
-    def _route_pending(self, frame: DataFrame) -> DataFrame:
-        """Pending rows go, as they came, to the pending topic inside the batch's transaction."""
-        is_pending = F.col("status") == PENDING
-        return (
-            frame.withColumn("emit", F.when(is_pending, F.lit(True)).otherwise(F.col("emit")))
-            .withColumn("topic", F.when(is_pending, F.lit(self.pending.topic)).otherwise(F.col("topic")))
-            .withColumn("value", F.when(is_pending, F.col("ciphertext")).otherwise(F.col("value")))
-            .withColumn(
-                "headers",
-                F.when(is_pending, F.concat(F.col("orig_headers"), pending_headers_columns())).otherwise(
-                    F.col("headers")
-                ),
-            )
-        )
-
-    def _write(self, frame: DataFrame, batch_id: int) -> None:
-        if self.output == "kafka":
-            self.counters.add_batch(write_exactly_once(frame, self.sink))
-            return
-        # Non-Kafka outputs: the pending rows still go to the pending topic, transactionally; the
-        # decrypted rows go to the file sink, one directory per batch id, overwritten on replay.
-        to_kafka = frame.withColumn("emit", F.col("emit") & (F.col("status") == PENDING))
-        self.counters.add_batch(write_exactly_once(to_kafka, self.sink))
-        out = frame.filter(F.col("emit") & (F.col("status") != PENDING)).select(
-            F.col("src_topic").alias("topic"),
-            F.col("src_partition").alias("partition"),
-            F.col("src_offset").alias("offset"),
-            "key",
-            "value",
-            F.col("value").cast("string").alias("value_text"),
-            "headers",
-            F.timestamp_millis("timestamp_ms").alias("timestamp"),
-        )
-        if self.output == "parquet":
-            out.write.mode("overwrite").parquet(f"{self.output_path}/batch_id={batch_id}")
-        else:
-            for row in out.select("topic", "partition", "offset", "value_text").collect():
-                print(f"{row['topic']}[{row['partition']}]@{row['offset']} {row['value_text']}", flush=True)
-
     # ------------------------------------------------------------------ releasing held records
     def _release_pending(self, batch_id: int) -> None:
         if not self.pending.count:
@@ -364,7 +325,10 @@ class DecryptJob(StreamingJob):
             lookup = self.table.key_lookup_for(record.subject)
             try:
                 if rule.mode == "fields":
-                    return (OK, decrypt_json_fields(record.value or b"", lookup, ctx, on_erased="null"))
+                    opened = decrypt_json_fields(
+                        record.value or b"", lookup, ctx, on_erased="null", expect_encrypted=rule.fields
+                    )
+                    return (OK, opened)
                 return (OK, decrypt_value(record.value or b"", lookup, ctx))
             except SubjectErased:
                 return (ERASED, None)
@@ -408,3 +372,22 @@ class DecryptJob(StreamingJob):
             log.info(
                 "batch %d: released %d held records, %d timed out", batch_id, result["released"], result["timed_out"]
             )
+
+
+def _at_or_after(done: dict[tuple[str, int], int]) -> Any:
+    """Rows at or after each partition's committed offset (the rows a replay has not written yet)."""
+    condition = F.lit(True)
+    for (topic, partition), offset in done.items():
+        if offset > 0:
+            mine = (F.col("src_topic") == F.lit(topic)) & (F.col("src_partition") == F.lit(partition))
+            condition = condition & (~mine | (F.col("src_offset") >= F.lit(offset)))
+    return condition
+
+
+def batch_directory(batch_id: int, done: dict[tuple[str, int], int]) -> str:
+    """``batch_id=<id>-<digest of where each partition resumed>``: the same for a replay of the batch, and
+    different for any later batch, even one that reuses the id after its checkpoint was lost."""
+    import hashlib
+
+    where = ",".join(f"{t}:{p}:{o}" for (t, p), o in sorted(done.items()))
+    return f"batch_id={batch_id}-{hashlib.sha256(where.encode()).hexdigest()[:12]}"

@@ -41,8 +41,7 @@ from strongroom.spark.jobs.common import (
     source_rows,
     wait_out_kms_outage,
 )
-from strongroom.spark.kafka_sink import write_exactly_once
-from strongroom.spark.keyservice import KeyService, b64
+from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
 
 log = logging.getLogger(__name__)
@@ -75,12 +74,13 @@ class EncryptJob(StreamingJob):
             settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
         )
         self.key_cache = KeyCache(self.keys)
-        self.sink = settings.sink(self.kind)
+        self.sink = settings.sink(spark, self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
         self.counters = Counters()
         self.on_batch = on_batch
         self.error: StrongroomError | None = None
         self._lock = threading.Lock()
+        require_secure_channel(spark, allow_unencrypted=settings.allow_unencrypted_spark_channel)
         self.service = KeyService(self._serve_keys, host=driver_host(spark))
 
     # ------------------------------------------------------------------ the stream
@@ -106,8 +106,7 @@ class EncryptJob(StreamingJob):
             ensure_topics(self.topics, [(next(iter(outputs), dlq), dlq)])
         limits = {out: self.topics.max_value_bytes(out) for out in set(outputs.values())}
         transform = EncryptRows(rules, self.service.client_spec(), limits, dlq)
-        with self.counters.phase("write"):
-            self.counters.add_batch(write_exactly_once(source_rows(batch), self.sink, transform))
+        self.write_batch(source_rows(batch), transform)
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
 

@@ -1,0 +1,222 @@
+"""Where a pipeline's progress lives, and how it survives what would otherwise replay and duplicate.
+
+The exactly-once sink skips what a committed transaction already wrote by reading the committed
+offsets of the consumer group ``strongroom-<app id>``. Two things can take that away:
+
+* **Offsets expire.** The group has no members, so the broker drops a partition's committed offset
+  ``offsets.retention.minutes`` (7 days by default) after its last commit: an idle partition forgets
+  its progress. Spark's checkpoint still knows it: every micro-batch Spark marked committed
+  (``commits/<n>``) ended at ``offsets/<n>``, and the sink had committed at least that far. Before a
+  query starts, :func:`restore_progress` puts each forgotten offset back from the checkpoint. When the
+  checkpoint's latest batch never committed (a crash) and it read a partition whose offset is gone,
+  nothing can tell which of its transactions committed: the pipeline refuses to start and names the
+  fix rather than risk duplicates.
+* **A moved checkpoint.** The app id defaults to a hash of the checkpoint location. It is written into
+  the checkpoint (``strongroom-app.json``) the first time, and read back from there afterwards, so a
+  checkpoint copied elsewhere keeps its app id, its consumer group and its transactional ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strongroom.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from strongroom.kafka.config import ClientConfig
+
+log = logging.getLogger(__name__)
+
+APP_FILE = "strongroom-app.json"
+Partition = tuple[str, int]
+
+
+class _CheckpointFiles:
+    """Small files of a Spark checkpoint, through Hadoop's FileSystem (local paths, HDFS, S3 alike)."""
+
+    def __init__(self, spark: SparkSession, location: str) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        self._jvm = jvm
+        self._root = jvm.org.apache.hadoop.fs.Path(location)
+        self._fs = self._root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def _path(self, *parts: str) -> Any:
+        path = self._root
+        for part in parts:
+            path = self._jvm.org.apache.hadoop.fs.Path(path, part)
+        return path
+
+    def read(self, *parts: str) -> str | None:
+        path = self._path(*parts)
+        if not self._fs.exists(path):
+            return None
+        stream = self._fs.open(path)
+        try:
+            data = self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        finally:
+            stream.close()
+        return bytes(data).decode("utf-8")
+
+    def write(self, text: str, *parts: str) -> None:
+        stream = self._fs.create(self._path(*parts), True)
+        try:
+            stream.write(text.encode("utf-8"))
+        finally:
+            stream.close()
+
+    def batch_ids(self, directory: str) -> list[int]:
+        path = self._path(directory)
+        if not self._fs.exists(path):
+            return []
+        names = [status.getPath().getName() for status in self._fs.listStatus(path)]
+        return sorted(int(name) for name in names if name.isdigit())
+
+
+def app_id_for(spark: SparkSession, checkpoint: str, kind: str, explicit: str | None) -> str:
+    """The pipeline's identity across restarts: explicit, else the one recorded in its checkpoint, else
+    a new one derived from the checkpoint location (recorded there now)."""
+    files = _CheckpointFiles(spark, checkpoint)
+    text = files.read(APP_FILE)
+    recorded = json.loads(text).get("app_id") if text else None
+    if explicit and recorded and explicit != recorded:
+        raise PipelineError(
+            f"the checkpoint {checkpoint} belongs to the pipeline with app id {recorded!r}, not {explicit!r}",
+            hint=f"pass --app-id {recorded} (or no --app-id), or use a new checkpoint location for a new pipeline",
+        )
+    app_id = explicit or recorded or f"{kind}-{hashlib.sha256(checkpoint.encode()).hexdigest()[:12]}"
+    if recorded is None:
+        files.write(json.dumps({"app_id": app_id, "kind": kind}), APP_FILE)
+    return app_id
+
+
+@dataclass(frozen=True)
+class CheckpointProgress:
+    """What a Spark checkpoint of a Kafka-source query says was done."""
+
+    #: End offsets of the latest batch Spark marked committed (everything below was written).
+    committed: dict[Partition, int] = field(default_factory=dict)
+    #: End offsets of a batch planned but never committed (a crash), if any.
+    pending: dict[Partition, int] | None = None
+
+
+def read_checkpoint(spark: SparkSession, checkpoint: str) -> CheckpointProgress:
+    files = _CheckpointFiles(spark, checkpoint)
+    planned = files.batch_ids("offsets")
+    done = set(files.batch_ids("commits"))
+    committed_ids = [n for n in planned if n in done]
+    committed = _source_offsets(files.read("offsets", str(committed_ids[-1]))) if committed_ids else {}
+    pending = None
+    if planned and planned[-1] not in done:
+        pending = _source_offsets(files.read("offsets", str(planned[-1])))
+    return CheckpointProgress(committed, pending)
+
+
+def _source_offsets(text: str | None) -> dict[Partition, int]:
+    """The Kafka source's offsets in an ``offsets/<n>`` file: ``v1``, the batch metadata, then one line
+    per source (``{"topic": {"partition": offset}}``)."""
+    if not text:
+        return {}
+    lines = text.splitlines()
+    out: dict[Partition, int] = {}
+    for line in lines[2:]:
+        try:
+            offsets = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offsets, dict):
+            for topic, parts in offsets.items():
+                if isinstance(parts, dict):
+                    out.update({(topic, int(p)): int(o) for p, o in parts.items()})
+    return out
+
+
+def restore_progress(client: ClientConfig, group_id: str, progress: CheckpointProgress) -> dict[Partition, int]:
+    """Put offsets the group forgot back from the checkpoint; refuse to start when that is not safe.
+
+    Returns the offsets restored.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    relevant = {tp: o for tp, o in progress.committed.items() if o > 0}
+    touched = _pending_partitions(progress)
+    wanted = sorted(set(relevant) | touched)
+    if not wanted:
+        return {}
+    consumer = Consumer(client.consumer(group_id, {"enable.auto.commit": False}))
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=60)
+        known = {(tp.topic, tp.partition) for tp in found if tp.offset >= 0}
+        forgotten = [tp for tp in wanted if tp not in known]
+        unsafe = sorted(tp for tp in forgotten if tp in touched)
+        if unsafe:
+            names = ", ".join(f"{t}[{p}]" for t, p in unsafe[:5])
+            raise PipelineError(
+                f"the consumer group {group_id} no longer has the committed offsets of {names} (they expired after "
+                "the broker's offsets.retention.minutes, or the group was deleted), and the checkpoint's last batch "
+                "read those partitions but never completed, so it cannot be told which of its records were written",
+                hint="restore the group's offsets from your records of the output (kafka-consumer-groups "
+                "--reset-offsets), or accept that the last batch may be written twice by restarting with a new "
+                "checkpoint and --starting-offsets latest; raise offsets.retention.minutes above the longest pause",
+            )
+        restore = {tp: relevant[tp] for tp in forgotten if tp in relevant}
+        if restore:
+            consumer.commit(
+                offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(restore.items())], asynchronous=False
+            )
+            log.warning(
+                "the consumer group %s had forgotten the committed offsets of %d partitions "
+                "(offsets.retention.minutes); restored them from the checkpoint",
+                group_id,
+                len(restore),
+            )
+        return restore
+    finally:
+        consumer.close()
+
+
+def _pending_partitions(progress: CheckpointProgress) -> set[Partition]:
+    """Partitions the uncommitted batch (if any) planned to read: its end passes the committed batch's."""
+    if progress.pending is None:
+        return set()
+    return {tp for tp, end in progress.pending.items() if end > progress.committed.get(tp, 0)}
+
+
+def group_offsets(client: ClientConfig, group_id: str, partitions: Mapping[Partition, Any]) -> dict[Partition, int]:
+    """The group's committed offset per partition (-1 where it has none)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    if not partitions:
+        return {}
+    consumer = Consumer(client.consumer(group_id, {"enable.auto.commit": False}))
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=60)
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in found}
+    finally:
+        consumer.close()
+
+
+def log_starts(client: ClientConfig, partitions: Mapping[Partition, Any]) -> dict[Partition, int]:
+    """Each partition's log start offset (partitions whose leader does not answer are left out)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(client.consumer(f"strongroom-probe-{id(partitions)}", {"enable.auto.commit": False}))
+    try:
+        out: dict[Partition, int] = {}
+        for topic, partition in partitions:
+            try:
+                found = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+            except KafkaException:
+                found = None
+            if found is not None:
+                out[(topic, partition)] = int(found[0])
+        return out
+    finally:
+        consumer.close()
