@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
@@ -178,9 +179,59 @@ def verify_erasure(ctx: DemoContext) -> dict[str, Any]:
     return {"status": status.status, "evidence": status.evidence}
 
 
+def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
+    """Records crafted to pass plaintext off as encrypted are refused on both sides, by policy."""
+    from confluent_kafka import Producer
+
+    from strongroom.rules import EncryptionRules
+    from strongroom.spark.jobs.decrypt import DecryptJob
+    from strongroom.spark.jobs.encrypt import EncryptJob
+
+    source, rejected = "signup-events", "signup-events.rejected"
+    for topic in (source, rejected, f"{source}.enc"):
+        ctx.cluster.create_topic(topic, 1, 1)
+    sealed_email = json.loads(_read(ctx, ENCRYPTED_TOPIC)[0].value())["email"]
+    producer = Producer(ClientConfig(ctx.cluster.bootstrap_servers).producer())
+    for key, value in (
+        (b"cust-90", b'{"customer_id": "cust-90", "name": "Ada", "email": "ada@example.com"}'),
+        (b"cust-91", b'{"customer_id": "cust-91", "name": "Eve", "email": "eve@example.com", "email": "'
+         + sealed_email.encode() + b'"}'),
+        (b"cust-92", b'{"customer_id": "cust-92", "name": "Mal\ud800", "email": "mal@example.com"}'),
+    ):  # fmt: skip
+        producer.produce(source, key=key, value=value)
+    producer.flush(30)
+    rules = EncryptionRules.single([source], mode="fields", fields=PII_PATHS, on_reject="dead-letter")
+    settings = dataclasses.replace(_settings(ctx, source, "hostile-enc"), rules=rules, dead_letter_topic=rejected)
+    job = EncryptJob(ctx.spark, settings)
+    try:
+        encrypted = job.run()
+    finally:
+        job.close()
+    ctx.say(f"    encrypt: {encrypted['records']}; refused records go to {rejected!r}, unchanged, with a reason:")
+    for msg in _read(ctx, rejected):
+        reason = dict(msg.headers())["strongroom.dead-letter.reason"].decode()
+        ctx.say(f"      {msg.key().decode()}: {reason[:110]}")
+    producer.produce(f"{source}.enc", key=b"cust-93", value=b'{"customer_id": "cust-93", "email": "plain@example.com"}')
+    producer.flush(30)  # someone who can write to the topic slips a plaintext record in (a downgrade)
+    decrypt = dataclasses.replace(_settings(ctx, f"{source}.enc", "hostile-dec"), dead_letter_topic=rejected)
+    dec = DecryptJob(ctx.spark, decrypt, on_failure="dead-letter")
+    try:
+        decrypted = dec.run()
+    finally:
+        dec.close()
+    [downgrade] = [m for m in _read(ctx, rejected) if m.key() == b"cust-93"]
+    ctx.say(f"    decrypt (readers are encrypted-only by default): {decrypted['records']}")
+    ctx.say(f"      cust-93: {dict(downgrade.headers())['strongroom.dead-letter.reason'].decode()[:110]}")
+    return {"encrypt": encrypted["records"], "decrypt": decrypted["records"]}
+
+
 CHAPTERS: list[tuple[str, Chapter]] = [
     ("Encrypt the customers' PII on Spark, one key per customer", encrypt_on_spark),
     ("Erase one customer (GDPR crypto-shredding)", erase_one_customer),
     ("Decrypt on Spark: the erased customer's PII is gone, everything else is intact", decrypt_on_spark),
     ("Prove the erasure finished", verify_erasure),
+    (
+        "Plaintext in disguise is refused: duplicate keys, lone surrogates, a downgraded record",
+        refuse_disguised_plaintext,
+    ),
 ]
