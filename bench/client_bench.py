@@ -24,10 +24,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strongroom.clients.consumer import DecryptingConsumer
+from strongroom.clients.producer import EncryptingProducer, ProducerRecord
 from strongroom.demo.data import PII_PATHS, customer_events
 from strongroom.kafka.config import ClientConfig, produce_when_room
-from strongroom.kafka.consumer import DecryptingConsumer
-from strongroom.kafka.producer import EncryptingProducer, ProducerRecord
 from strongroom.keys.manager import KeyManager
 from strongroom.keys.table import KeyTable
 from strongroom.keys.topic import create_keys_topic
@@ -119,7 +119,7 @@ def main() -> None:
         subjects = sorted({k.decode() for k, _ in records})
         t_keys = timed(lambda: [manager.get_or_create(subjects[i : i + BATCH]) for i in range(0, len(subjects), BATCH)])
         print(f"key creation: {len(subjects)} subjects in {t_keys:.2f} s ({len(subjects) / t_keys:,.0f} keys/s)")
-        table = KeyTable(client, kms, topic="bench-keys")
+        table = KeyTable(client, kms, topic="bench-keys").open()
         table.wait_caught_up(120)
 
         value_rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "bench-.*", "pattern": True}]})

@@ -105,7 +105,7 @@ def cold_reader(args: argparse.Namespace) -> None:
     kms = MeteredKms(VaultKms.from_config({"address": args.vault, "token": args.token}))
     before = rss_mib()
     t0 = time.perf_counter()
-    table = KeyTable(client, kms, topic=args.topic, register=False)
+    table = KeyTable(client, kms, topic=args.topic, register=False).open()
     table.wait_caught_up(3600)
     caught_up = time.perf_counter() - t0
     after_catch_up = rss_mib()

@@ -17,3 +17,8 @@ def home_dir() -> Path:
 
 def dev_dir() -> Path:
     return home_dir() / "dev"
+
+
+def cache_dir() -> Path:
+    """Downloads and builds that can be made again (Kafka jars, logs of embedded JVMs)."""
+    return Path(os.environ.get("STRONGROOM_CACHE", Path.home() / ".cache" / "strongroom"))

@@ -14,7 +14,7 @@ The first byte picks the target; the rest is the input. A crash is:
 * field-mode encryption that returns a document in which a rule field is not sealed, or in which an
   ``sr1:`` string stands outside the rule's fields;
 * field-mode decryption, with the rules, that returns a document still holding an ``sr1:`` string at a
-  rule field, or a record codec outcome other than the ones :mod:`strongroom.kafka.sealing` defines.
+  rule field, or a record codec outcome other than the ones :mod:`strongroom.clients.sealing` defines.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports():
+    from strongroom.clients.sealing import Erased, Failed, KmsDown, Opened, Passthrough, Pending, RuleCodec
     from strongroom.envelope import (
         FIELD_PREFIX,
         RecordContext,
@@ -41,7 +42,6 @@ with atheris.instrument_imports():
     from strongroom.envelope.header import marker_header
     from strongroom.envelope.ids import ValueMode
     from strongroom.errors import EnvelopeError
-    from strongroom.kafka.sealing import Erased, Failed, KmsDown, Opened, Passthrough, Pending, RuleCodec
     from strongroom.rules import TopicRule
 
 DEK = bytes(range(32))

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from strongroom.audit.kafka_state import client_logger
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_admin, new_producer
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -138,17 +138,16 @@ class KafkaSink:
     name = "kafka"
 
     def __init__(self, client: ClientConfig, topic: str) -> None:
-        from confluent_kafka import Producer
 
         self.topic = topic
         self.client = client
         self._ensure_topic()
-        self.producer = Producer(client.producer({"logger": client_logger(), "linger.ms": 0}))
+        self.producer = new_producer(client, {"linger.ms": 0})
 
     def _ensure_topic(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self.client.admin({"logger": client_logger()}))
+        admin = new_admin(self.client)
         md = admin.list_topics(timeout=15)
         if self.topic in md.topics:
             return

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strongroom.audit.kafka_state import config_number
 from strongroom.audit.schema import RECORD_KINDS
 
 if TYPE_CHECKING:
@@ -333,10 +334,7 @@ def topics_rows(
     for topic, config in configs:
 
         def num(key: str, default: int, cfg: dict[str, str] = config) -> int:
-            try:
-                return int(cfg.get(key, default))
-            except (TypeError, ValueError):
-                return default
+            return config_number(cfg, key, default)
 
         policy = config.get("cleanup.policy", "delete")
         retention_ms = num("retention.ms", 604_800_000) if "delete" in policy else -1

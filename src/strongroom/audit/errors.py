@@ -29,12 +29,6 @@ class OperationsLogError(AuditError):
     default_hint = "check that the cluster is reachable and allows creating the strongroom-operations topic"
 
 
-class AlertDeliveryError(AuditError):
-    """An alert could not be delivered to one of its sinks."""
-
-    default_hint = "check the --webhook URL or the --alerts-topic"
-
-
 class InvalidDuration(AuditError):
     """A duration option could not be parsed."""
 

@@ -42,6 +42,7 @@ from strongroom.audit.digest import DIGEST_ARROW_SCHEMA, ChunkAccumulator
 from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.hashing import DIGEST_SIZE, hash_headers
 from strongroom.audit.schema import ARROW_SCHEMA, KIND_RANGE, KIND_RECORD
+from strongroom.runtime import now_ms
 
 #: Consumer settings of an audit reader, on top of the caller's connection settings.
 READER_DEFAULTS: dict[str, Any] = {
@@ -72,10 +73,6 @@ def reader_config(connection: Mapping[str, Any], isolation: str = "read_committe
     conf.update(connection)
     conf["isolation.level"] = isolation
     return conf
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def range_marker(
@@ -204,19 +201,13 @@ class _RangeRead:
 
     def _watermarks(self, why: str) -> tuple[int, int]:
         """The partition's (log start, high watermark) from its leader; ``why`` names the question."""
-        from confluent_kafka import KafkaException, TopicPartition
+        from strongroom.errors import KafkaError
+        from strongroom.kafka.transport import watermarks
 
-        problem = "no answer in 15s"
         try:
-            found = self.consumer.get_watermark_offsets(TopicPartition(self.topic, self.partition), timeout=15)
-        except KafkaException as exc:
-            found, problem = None, str(exc)
-        if found is None:  # None: timed out
-            raise KafkaReadError(
-                f"{self.topic}[{self.partition}] {why} and its leader cannot be asked where the log starts and "
-                f"ends: {problem}"
-            )
-        return int(found[0]), int(found[1])
+            return watermarks(self.consumer, self.topic, self.partition, timeout=15)
+        except KafkaError as exc:
+            raise KafkaReadError(f"{self.topic}[{self.partition}] {why}, and {exc.problem}") from None
 
     @property
     def first(self) -> int:
@@ -254,7 +245,7 @@ def read_range(
     """
     if end <= start:
         if emit_range:
-            yield range_marker(topic, partition, start, start, _now_ms())
+            yield range_marker(topic, partition, start, start, now_ms())
         return
     consumer = _consumer(connection, isolation, consumer_factory)
     reader = _RangeRead(
@@ -282,15 +273,15 @@ def read_range(
 
         for msgs, offs in reader.runs():
             _extend(cols, msgs, offs)
-            cols["read_at"].extend([_now_ms()] * len(offs))
+            cols["read_at"].extend([now_ms()] * len(offs))
             if len(cols["offset"]) >= batch_size:
                 yield flush()
         if cols["offset"]:
             yield flush()
         if acc is not None and acc.chunks:
-            yield pa.RecordBatch.from_pylist(acc.ledger_rows(_now_ms()), schema=ARROW_SCHEMA)
+            yield pa.RecordBatch.from_pylist(acc.ledger_rows(now_ms()), schema=ARROW_SCHEMA)
         if emit_range:
-            yield range_marker(topic, partition, reader.first, reader.actual_end, _now_ms(), n_records, n_bytes)
+            yield range_marker(topic, partition, reader.first, reader.actual_end, now_ms(), n_records, n_bytes)
     finally:
         consumer.close()
 

@@ -16,7 +16,6 @@ source's planner. Everything goes through confluent-kafka's AdminClient:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from typing import Any
 from strongroom.audit.errors import TopicNotFound
 from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import describe_configs, new_admin
+from strongroom.runtime import now_ms
 
 #: Topic configuration keys the audit reads (justifications and weakening checks).
 AUDIT_CONFIG_KEYS = (
@@ -84,6 +85,14 @@ class PartitionState:
         )
 
 
+def config_number(config: Mapping[str, str], key: str, default: int) -> int:
+    """A numeric topic setting (a missing or unreadable one counts as Kafka's ``default``)."""
+    try:
+        return int(config.get(key, default))
+    except (TypeError, ValueError):
+        return default
+
+
 @dataclass(frozen=True)
 class TopicState:
     name: str
@@ -94,12 +103,6 @@ class TopicState:
     def replication_factor(self) -> int:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
-    def config_int(self, key: str, default: int) -> int:
-        try:
-            return int(self.config.get(key, default))
-        except (TypeError, ValueError):
-            return default
-
     @property
     def compacted(self) -> bool:
         return "compact" in self.config.get("cleanup.policy", "delete")
@@ -109,31 +112,13 @@ class TopicState:
         return "delete" in self.config.get("cleanup.policy", "delete")
 
 
-def client_logger() -> logging.Logger:
-    """librdkafka's log lines (connection refused while a broker restarts...) go to Python logging,
-    shown only with ``--verbose``: a watcher or scrub reports outcomes, not reconnect chatter."""
-    logger = logging.getLogger("strongroom.librdkafka")
-    logger.setLevel(logging.INFO if logging.getLogger().level <= logging.INFO else logging.CRITICAL)
-    return logger
-
-
-def admin_client(client: ClientConfig) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(client.admin({"logger": client_logger()}))
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ClusterState:
     """Admin queries over one cluster, with the retries that leader changes need."""
 
     def __init__(self, client: ClientConfig, *, timeout: float = 30.0, admin: Any = None) -> None:
         self.client = client
         self.timeout = timeout
-        self.admin = admin if admin is not None else admin_client(client)
+        self.admin = admin if admin is not None else new_admin(client)
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, topics: Sequence[str] | None = None) -> Any:
@@ -208,24 +193,7 @@ class ClusterState:
 
     # ------------------------------------------------------------------ configs
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
-        from confluent_kafka.admin._config import ConfigResource
-
-        names = list(topics)
-        if not names:
-            return {}
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in names]
-        try:
-            futures = self.admin.describe_configs(resources, request_timeout=15)
-            out: dict[str, dict[str, str]] = {}
-            for res, fut in futures.items():
-                entries = fut.result(timeout=self.timeout)
-                out[res.name] = {k: str(v.value) for k, v in entries.items() if v.value is not None}
-            return out
-        except Exception as exc:
-            raise KafkaError(
-                f"cannot read the configuration of topics {names}: {exc}",
-                hint="check that the topics exist and this client may DescribeConfigs",
-            ) from exc
+        return describe_configs(self.admin, list(topics), timeout=self.timeout)
 
     # ------------------------------------------------------------------ all together
     def describe(self, topics: Sequence[str], *, with_configs: bool = True) -> dict[str, TopicState]:

@@ -15,10 +15,8 @@ idempotent ``acks=all`` producer and confirmed before ``record`` returns.
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
-import socket
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -27,8 +25,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from strongroom.audit.errors import OperationsLogError
-from strongroom.audit.kafka_state import client_logger
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
+from strongroom.runtime import now_ms, operator_name
 
 OPERATIONS_TOPIC = "strongroom-operations"
 SCHEMA_VERSION = 1
@@ -43,18 +42,6 @@ KEK_DISABLE = "kek-disable"
 KNOWN_KINDS = (DELETE_RECORDS, OFFSET_RESET, TOPIC_CONFIG_CHANGE, TOPIC_DELETION, KEK_DELETION, KEK_DISABLE)
 
 log = logging.getLogger(__name__)
-
-
-def _who() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no login name in some containers
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -86,8 +73,8 @@ class Operation:
     reason: str
     topic: str | None = None
     partitions: tuple[PartitionChange, ...] = ()
-    who: str = field(default_factory=_who)
-    when_ms: int = field(default_factory=_now_ms)
+    who: str = field(default_factory=operator_name)
+    when_ms: int = field(default_factory=now_ms)
     plan_id: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -183,9 +170,9 @@ class OperationsLog:
         if self._ensured:
             return
         from confluent_kafka import KafkaError as CKafkaError
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self.client.admin({"logger": client_logger()}))
+        admin = new_admin(self.client)
         try:
             md = admin.list_topics(timeout=min(15.0, self.timeout))
         except Exception as exc:
@@ -209,9 +196,8 @@ class OperationsLog:
         self._ensured = True
 
     def exists(self) -> bool:
-        from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient(self.client.admin({"logger": client_logger()}))
+        admin = new_admin(self.client)
         try:
             return self.topic in admin.list_topics(timeout=min(15.0, self.timeout)).topics
         except Exception as exc:
@@ -234,10 +220,9 @@ class OperationsLog:
     # ------------------------------------------------------------------ write
     def record(self, operation: Operation) -> Operation:
         """Append ``operation`` and wait until the cluster acknowledged it (acks=all)."""
-        from confluent_kafka import Producer
 
         self.ensure_topic()
-        producer = Producer(self.client.producer({"logger": client_logger(), "linger.ms": 0}))
+        producer = new_producer(self.client, {"linger.ms": 0})
         outcome: dict[str, Any] = {}
 
         def delivered(err: Any, msg: Any) -> None:
@@ -262,21 +247,19 @@ class OperationsLog:
         A value that is not a valid operation (garbage written by another tool) is skipped with a
         warning naming its offset; it never hides the valid entries around it.
         """
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
 
         if not self.exists():
             return []  # nothing recorded yet; reading never creates the topic
         since_ms = int(since.timestamp() * 1000) if isinstance(since, datetime) else since
-        consumer = Consumer(
-            self.client.consumer(
-                "strongroom-oplog-reader",
-                {"logger": client_logger(), "enable.partition.eof": True, "isolation.level": "read_committed"},
-            )
+        consumer = new_consumer(
+            self.client,
+            "strongroom-oplog-reader",
+            {"enable.partition.eof": True, "isolation.level": "read_committed"},
         )
         ops: list[Operation] = []
         try:
-            tp = TopicPartition(self.topic, 0)
-            low, high = consumer.get_watermark_offsets(tp, timeout=self.timeout)
+            low, high = watermarks(consumer, self.topic, 0, timeout=self.timeout)
             if high <= low:
                 return []
             consumer.assign([TopicPartition(self.topic, 0, low)])

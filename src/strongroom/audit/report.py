@@ -19,6 +19,7 @@ from strongroom.audit.alerts import read_alerts
 from strongroom.audit.errors import LedgerNotFound
 from strongroom.audit.oplog import Operation
 from strongroom.audit.store import LedgerPaths
+from strongroom.runtime import iso_utc
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,10 +48,6 @@ def load_summaries(ledger: LedgerPaths, spark: SparkSession | None = None) -> li
         except json.JSONDecodeError as exc:
             log.warning("skipping unreadable scrub summary %s: %s", name, exc)
     return sorted(out, key=lambda s: s.get("started_ms", 0))
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def collect(
@@ -85,7 +82,7 @@ def collect(
         timeline.append(
             {
                 "at_ms": a.at_ms,
-                "at": _iso(a.at_ms),
+                "at": iso_utc(a.at_ms),
                 "source": "watcher",
                 "severity": a.severity,
                 "kind": a.kind,
@@ -138,7 +135,7 @@ def collect(
                 partitions.append({"topic": t["topic"], **p})
     return {
         "version": REPORT_VERSION,
-        "generated_at": _iso(int(datetime.now(tz=UTC).timestamp() * 1000)),
+        "generated_at": iso_utc(int(datetime.now(tz=UTC).timestamp() * 1000)),
         "ledger": ledger.root,
         "latest_run": None
         if latest is None

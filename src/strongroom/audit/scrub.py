@@ -55,6 +55,7 @@ from strongroom.audit.schema import KIND_DIGEST, KIND_RANGE, KIND_RECORD
 from strongroom.audit.store import LedgerPaths
 from strongroom.audit.units import format_duration_ms
 from strongroom.kafka.config import ClientConfig
+from strongroom.runtime import iso_utc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,7 +77,7 @@ class ScrubOptions:
 
 
 def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+    return None if ms is None else iso_utc(ms)
 
 
 def run_scrub(

@@ -35,11 +35,12 @@ from typing import Any, Protocol
 
 from strongroom.audit import alerts as A
 from strongroom.audit.alerts import Alert, Fanout
-from strongroom.audit.kafka_state import AUDIT_CONFIG_KEYS, ClusterState, PartitionState, TopicState, now_ms
+from strongroom.audit.kafka_state import AUDIT_CONFIG_KEYS, ClusterState, PartitionState, TopicState, config_number
 from strongroom.audit.ledger_view import LedgerView, RangeEvidence
 from strongroom.audit.oplog import OPERATIONS_TOPIC, TOPIC_DELETION, Operation, OperationsLog, deletion_bounds
 from strongroom.audit.store import LedgerPaths
 from strongroom.kafka.config import ClientConfig
+from strongroom.runtime import now_ms
 
 STATE_VERSION = 1
 #: Estimated bytes per record beyond key+value when judging retention.bytes (generous on purpose).
@@ -105,13 +106,6 @@ class Evidence:
     now_ms: int = field(default_factory=now_ms)
 
 
-def _num(config: Mapping[str, str], key: str, default: int) -> int:
-    try:
-        return int(config.get(key, default))
-    except (TypeError, ValueError):
-        return default
-
-
 def _limit(value: int) -> float:
     """-1 (unlimited) compares as infinity."""
     return float("inf") if value < 0 else float(value)
@@ -162,8 +156,8 @@ def _log_start(
             )
         ]
     policy = config.get("cleanup.policy", "delete")
-    retention_ms = _num(config, "retention.ms", 604_800_000) if "delete" in policy else -1
-    retention_bytes = _num(config, "retention.bytes", -1) if "delete" in policy else -1
+    retention_ms = config_number(config, "retention.ms", 604_800_000) if "delete" in policy else -1
+    retention_bytes = config_number(config, "retention.bytes", -1) if "delete" in policy else -1
     facts.update({"retention.ms": retention_ms, "retention.bytes": retention_bytes, "cleanup.policy": policy})
     if bound is not None:
         facts["recorded_deletion_up_to"] = bound[0]
@@ -257,7 +251,7 @@ def _leadership(
                 evidence=facts,
             )
         )
-    min_isr = _num(config, "min.insync.replicas", 1)
+    min_isr = config_number(config, "min.insync.replicas", 1)
     if now.leader >= 0 and len(now.isr) < min_isr <= len(before.isr):
         out.append(
             Alert(
@@ -400,11 +394,11 @@ def _configs(prev: Observation, cur: Observation) -> list[Alert]:
         old, new = prev.configs[topic], cur.configs[topic]
         changes: list[tuple[str, str, str]] = []
         for key in ("retention.ms", "retention.bytes"):
-            if key in old and key in new and _limit(_num(new, key, -1)) < _limit(_num(old, key, -1)):
+            if key in old and key in new and _limit(config_number(new, key, -1)) < _limit(config_number(old, key, -1)):
                 changes.append((key, old[key], new[key]))
         if old.get("unclean.leader.election.enable") == "false" and new.get("unclean.leader.election.enable") == "true":
             changes.append(("unclean.leader.election.enable", "false", "true"))
-        if _num(new, "min.insync.replicas", 1) < _num(old, "min.insync.replicas", 1):
+        if config_number(new, "min.insync.replicas", 1) < config_number(old, "min.insync.replicas", 1):
             changes.append(("min.insync.replicas", old["min.insync.replicas"], new["min.insync.replicas"]))
         old_policy, new_policy = old.get("cleanup.policy", "delete"), new.get("cleanup.policy", "delete")
         if "delete" in new_policy and "delete" not in old_policy:

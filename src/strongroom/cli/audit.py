@@ -16,30 +16,14 @@ from typing import Any, TypeVar
 
 import click
 
-from strongroom.cli.output import Output, table
+from strongroom.cli.common import client_config, kafka_options, spark_master_option, spark_session
+from strongroom.cli.output import Output
+from strongroom.text import table
 
 EXIT_FINDINGS = 4
 _EXIT_CODES = "Exit codes: 0 ok, 1 error, 2 usage, 4 records not durable / critical alert."
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _kafka_options(func: F) -> F:
-    func = click.option(
-        "--command-config",
-        type=click.Path(dir_okay=False),
-        metavar="FILE",
-        help="librdkafka properties for every client: security.protocol, sasl.*, ssl.*.",
-    )(func)
-    func = click.option(
-        "--bootstrap-server",
-        "-b",
-        "bootstrap",
-        envvar="STRONGROOM_BOOTSTRAP_SERVERS",
-        metavar="HOST:PORT[,...]",
-        help="Kafka (or bootstrap.servers in --command-config; env STRONGROOM_BOOTSTRAP_SERVERS).",
-    )(func)
-    return func
 
 
 def _ledger_option(func: F) -> F:
@@ -55,33 +39,6 @@ def _ledger(path: str | None) -> Any:
     from strongroom.audit.store import LedgerPaths, default_ledger_path
 
     return LedgerPaths(path or default_ledger_path())
-
-
-def _client(bootstrap: str | None, command_config: str | None) -> Any:
-    from strongroom.errors import ConfigError
-    from strongroom.kafka.config import ClientConfig, read_properties_file
-
-    extra: dict[str, Any] = {}
-    if command_config:
-        try:
-            extra = dict(read_properties_file(command_config))
-        except FileNotFoundError:
-            raise ConfigError(
-                f"client configuration file {command_config!r} does not exist", hint="check the --command-config path"
-            ) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read client configuration file {command_config!r}: {exc}") from None
-    bootstrap = bootstrap or extra.pop("bootstrap.servers", None)
-    extra.pop("bootstrap.servers", None)
-    if not bootstrap:
-        raise click.UsageError("--bootstrap-server is required (or bootstrap.servers in --command-config)")
-    return ClientConfig(bootstrap, extra=extra)
-
-
-def _spark(master: str | None, app: str) -> Any:
-    from strongroom.spark.session import build_spark_session
-
-    return build_spark_session(master, app_name=app)
 
 
 def _duration(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
@@ -102,15 +59,6 @@ def _duration_or_zero(ctx: click.Context, param: click.Parameter, value: str | N
     return _duration(ctx, param, value)
 
 
-def _spark_option(func: F) -> F:
-    return click.option(
-        "--spark-master",
-        metavar="URL",
-        envvar="STRONGROOM_SPARK_MASTER",
-        help="Spark master (default local[2]; env STRONGROOM_SPARK_MASTER).",
-    )(func)
-
-
 @click.group(epilog=_EXIT_CODES)
 def audit() -> None:
     """Durability audit: capture a ledger, scrub the log against it, watch sensitive operations.
@@ -126,7 +74,7 @@ def audit() -> None:
 
 
 @audit.command(epilog=_EXIT_CODES)
-@_kafka_options
+@kafka_options
 @click.option("--topic", "topics", multiple=True, required=True, metavar="NAME", help="Topic to capture (repeatable).")
 @_ledger_option
 @click.option("--checkpoint", metavar="PATH", help="Spark checkpoint [default: <ledger>/checkpoint].")
@@ -136,7 +84,7 @@ def audit() -> None:
 @click.option("--duration", type=click.FloatRange(min=1), metavar="SECONDS", help="Stop after this many seconds.")
 @click.option("--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True,
               help="Where a new capture starts (ignored when the checkpoint exists).")  # fmt: skip
-@_spark_option
+@spark_master_option
 @click.pass_context
 def ledger(
     ctx: click.Context,
@@ -159,13 +107,13 @@ def ledger(
     from strongroom.audit.ledger import capture_ledger
 
     out: Output = ctx.obj
-    client = _client(bootstrap, command_config)
+    client = client_config(bootstrap, command_config)
     paths = _ledger(ledger_path)
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)
     if not once:
         signal.signal(signal.SIGINT, lambda *_: stop.set())
-    spark = _spark(spark_master, "strongroom-audit-ledger")
+    spark = spark_session(spark_master, "strongroom-audit-ledger")
 
     def on_batch(progress: Any) -> None:
         out.progress(f"batch {progress['batchId']}: {progress['numInputRows']} rows", force=True)
@@ -195,7 +143,7 @@ def ledger(
 
 @audit.command(epilog=_EXIT_CODES)
 @_ledger_option
-@_spark_option
+@spark_master_option
 @click.pass_context
 def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> None:
     """Show what the ledger has seen: covered offset ranges, records and capture lag per partition."""
@@ -203,7 +151,7 @@ def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> 
 
     out: Output = ctx.obj
     paths = _ledger(ledger_path)
-    spark = _spark(spark_master, "strongroom-audit-coverage")
+    spark = spark_session(spark_master, "strongroom-audit-coverage")
     frame = read_ledger(spark, paths)
     ranges = coverage_ranges(frame).orderBy("topic", "partition", "range_start").collect()
     stats = {(r.topic, r.partition): r.asDict() for r in capture_stats(frame).collect()}
@@ -232,7 +180,7 @@ def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> 
 
 
 @audit.command(epilog=_EXIT_CODES)
-@_kafka_options
+@kafka_options
 @_ledger_option
 @click.option("--topic", "topics", multiple=True, metavar="NAME", help="Scrub only this topic (repeatable).")
 @click.option("--span", default="1h", show_default=True, callback=_duration, metavar="DURATION",
@@ -240,7 +188,7 @@ def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> 
 @click.option("--max-records-per-range", type=click.IntRange(min=1), default=500_000, show_default=True,
               help="Split partitions into offset ranges of at most this many offsets.")  # fmt: skip
 @click.option("--no-history", is_flag=True, help="Do not append this run to <ledger>/scrubs.")
-@_spark_option
+@spark_master_option
 @click.pass_context
 def scrub(
     ctx: click.Context,
@@ -257,9 +205,9 @@ def scrub(
     from strongroom.audit.scrub import ScrubOptions, run_scrub
 
     out: Output = ctx.obj
-    client = _client(bootstrap, command_config)
+    client = client_config(bootstrap, command_config)
     paths = _ledger(ledger_path)
-    spark = _spark(spark_master, "strongroom-audit-scrub")
+    spark = spark_session(spark_master, "strongroom-audit-scrub")
     summary = run_scrub(
         spark, client, paths,
         ScrubOptions(topics=list(topics) or None, span_ms=span, max_records_per_range=max_records_per_range,
@@ -301,7 +249,7 @@ def _scrub_text(s: dict[str, Any]) -> str:
 
 
 @audit.command(epilog=_EXIT_CODES)
-@_kafka_options
+@kafka_options
 @click.option("--topic", "topics", multiple=True, metavar="NAME",
               help="Watch only this topic (repeatable) [default: all but internal ones].")  # fmt: skip
 @click.option("--ledger", "ledger_path", metavar="PATH",
@@ -350,7 +298,7 @@ def watch(
     from strongroom.paths import home_dir
 
     out: Output = ctx.obj
-    client = _client(bootstrap, command_config)
+    client = client_config(bootstrap, command_config)
     paths = _ledger(ledger_path) if ledger_path else None
     sinks: list[AlertSink] = [StdoutSink()]
     if paths is not None and paths.is_local:
@@ -407,7 +355,7 @@ def watch(
 
 
 @audit.command(epilog=_EXIT_CODES)
-@_kafka_options
+@kafka_options
 @click.option("--topic", required=True, metavar="NAME")
 @click.option("--partition", "partitions", type=int, multiple=True, required=True, metavar="N",
               help="Partition (repeatable).")  # fmt: skip
@@ -438,7 +386,7 @@ def justify(
     from strongroom.errors import KafkaError
 
     out: Output = ctx.obj
-    client = _client(bootstrap, command_config)
+    client = client_config(bootstrap, command_config)
     cluster = ClusterState(client)
     md = cluster.partitions_of([topic])[topic]
     unknown = [p for p in partitions if p not in md.partitions]
@@ -475,7 +423,7 @@ def justify(
 
 
 @audit.command()
-@_kafka_options
+@kafka_options
 @click.option("--since", callback=_duration, metavar="DURATION", help="Only operations of the last DURATION.")
 @click.option("--topic", metavar="NAME", help="Only operations on this topic.")
 @click.pass_context
@@ -488,7 +436,7 @@ def operations(
     from strongroom.audit.oplog import OperationsLog
 
     out: Output = ctx.obj
-    client = _client(bootstrap, command_config)
+    client = client_config(bootstrap, command_config)
     since_ms = None if since is None else int(time.time() * 1000) - since
     ops = OperationsLog(client).read(since_ms, topic=topic)
     data = {"operations": [o.to_json() for o in ops]}
@@ -507,8 +455,8 @@ def operations(
 @audit.command(epilog=_EXIT_CODES)
 @_ledger_option
 @click.option("--output-dir", required=True, type=click.Path(file_okay=False), metavar="DIR")
-@_kafka_options
-@_spark_option
+@kafka_options
+@spark_master_option
 @click.pass_context
 def report(
     ctx: click.Context,
@@ -527,8 +475,8 @@ def report(
 
     out: Output = ctx.obj
     paths = _ledger(ledger_path)
-    operations = OperationsLog(_client(bootstrap, command_config)).read() if bootstrap or command_config else []
-    spark = None if paths.is_local else _spark(spark_master, "strongroom-audit-report")
+    operations = OperationsLog(client_config(bootstrap, command_config)).read() if bootstrap or command_config else []
+    spark = None if paths.is_local else spark_session(spark_master, "strongroom-audit-report")
     data = collect(paths, operations=operations, spark=spark)
     html_path, json_path = write_report(data, Path(output_dir))
     result = {"html": str(html_path), "json": str(json_path), "latest_run": data["latest_run"],

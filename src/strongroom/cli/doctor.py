@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from strongroom.cli.output import Output, table
+from strongroom.cli.output import Output
+from strongroom.text import table
 
 _SEVERITIES = ["info", "warning", "error", "critical"]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from strongroom.cli.common import client_config, progress_to
-from strongroom.cli.keys import keys_options
-from strongroom.cli.output import Output, table
+from strongroom.cli.common import client_config, keys_options, progress_to
+from strongroom.cli.output import Output
+from strongroom.text import table
 
 EXIT_PENDING = 4
 

@@ -11,42 +11,19 @@ from typing import Any, TypeVar
 import click
 
 from strongroom.cli.common import (
-    apply_options,
     client_config,
-    kafka_options,
+    keys_options,
     kms_config_option,
-    load_kms_config,
     progress_to,
 )
-from strongroom.cli.output import Output, table
+from strongroom.cli.factories import load_kms
+from strongroom.cli.output import Output
+from strongroom.text import table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 # ---------------------------------------------------------------------------------------- shared options
-def keys_options(fn: F) -> F:
-    """``--bootstrap-server``, ``--command-config``, ``--keys-topic``, ``--readers-topic``."""
-    return apply_options(
-        fn,
-        [
-            kafka_options,
-            click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True,
-                         help="The keys topic (env STRONGROOM_KEYS_TOPIC)."),
-            click.option("--readers-topic", default="strongroom-key-readers", show_default=True,
-                         help="The key-readers registry topic."),
-        ],
-    )  # fmt: skip
-
-
-def load_kms(path: str | None) -> Any:
-    """A KMS from ``--kms-config`` (cache off: rewrap wants real calls)."""
-    from strongroom.kms.registry import kms_from_config
-
-    config = load_kms_config(path)
-    config.setdefault("cache", False)
-    return kms_from_config(config)
-
-
 # ---------------------------------------------------------------------------------------- commands
 @click.group()
 def keys() -> None:
@@ -226,7 +203,8 @@ def readers(out: Output, bootstrap: str, command_config: str | None, keys_topic:
             forget_id: str | None) -> None:  # fmt: skip
     """List the registered key readers (heartbeats), or forget one."""
     from strongroom.keys.readers import forget_reader, read_registry
-    from strongroom.keys.topic import KeysTopic, now_ms
+    from strongroom.keys.topic import KeysTopic
+    from strongroom.runtime import now_ms
 
     client = client_config(bootstrap, command_config)
     if forget_id:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -70,12 +70,3 @@ class JsonOutput(Output):
 
 
 FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput}
-
-
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

@@ -10,174 +10,203 @@ duplicates in Kafka output.
 from __future__ import annotations
 
 import signal
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from strongroom.cli.common import (
-    apply_options,
     client_config,
     default_state_dir,
+    grouped,
     kafka_options,
     kms_config_option,
     load_kms_config,
     parse_pairs,
     spark_options,
+    spark_session,
 )
-from strongroom.cli.output import Output, table
+from strongroom.cli.output import Output
 from strongroom.errors import ConfigError
+from strongroom.text import table
 
-
-def _rules_options(fn: Any) -> Any:
-    return apply_options(
-        fn,
-        [
-            click.option(
-                "--rules",
-                "rules_file",
-                type=click.Path(exists=True, dir_okay=False),
-                default=None,
-                help="Per-topic rules, JSON or YAML (see docs/pipelines.md). Or use --topic and the options below.",
-            ),
-            click.option(
-                "--topic", "topics", multiple=True, help="Topic to process (repeatable), all with the options below."
-            ),
-            click.option(
-                "--subject",
-                default="key",
-                show_default=True,
-                metavar="key|header:NAME|json:$.PATH",
-                help="Where the data subject comes from.",
-            ),
-            click.option(
-                "--fields",
-                default=None,
-                metavar="$.a,$.b",
-                help="Encrypt these JSON fields only (field mode); default: the whole value.",
-            ),
-            click.option(
-                "--aad-profile",
-                type=click.Choice(["topic", "portable"]),
-                default="topic",
-                show_default=True,
-                help="Bind ciphertext to topic+subject (topic) or to the subject only (portable, for mirrors).",
-            ),
-        ],
-    )
-
-
-def _common_options(fn: Any) -> Any:
-    return apply_options(
-        fn,
-        [
-            kafka_options,
-            kms_config_option,
-            click.option(
-                "--local-kms",
-                default=None,
-                metavar="PATH",
-                help="Use the local development keyring at PATH instead of --kms-config.",
-            ),
-            click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True),
-            click.option(
-                "--checkpoint", default=None, help="Spark checkpoint directory (default under $STRONGROOM_HOME)."
-            ),
-            click.option("--app-id", default=None, help="Stable pipeline id (transactional ids, offsets group)."),
-            click.option("--dead-letter-topic", default=None, help="Where rejected/failed records go, unchanged."),
-            click.option(
-                "--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True
-            ),
-            click.option("--continuous", is_flag=True, help="Keep running (micro-batches) until interrupted."),
-            click.option(
-                "--trigger-seconds",
-                type=click.FloatRange(0.1),
-                default=5.0,
-                show_default=True,
-                help="Micro-batch interval with --continuous.",
-            ),
-            click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None),
-            click.option(
-                "--on-input-gap",
-                type=click.Choice(["report", "fail"]),
-                default="report",
-                show_default=True,
-                help="Input records that aged out before the pipeline read them: count and report them (logged "
-                "as an error, in the result), or also stop.",
-            ),
-            click.option(
-                "--allow-unencrypted-spark-channel",
-                is_flag=True,
-                help="Run on a cluster without spark.authenticate and spark.network.crypto.enabled (the key "
-                "service's token then crosses the network in clear; refused by default).",
-            ),
-            spark_options,
-        ],
-    )
-
-
-def _rules(params: dict[str, Any], *, output_topic: str | None = None, on_reject: str | None = None) -> Any:
-    """The rules from ``--rules``, or one rule for every ``--topic`` from the shorthand options."""
+if TYPE_CHECKING:
     from strongroom.rules import EncryptionRules
-
-    rules_file, topics = params["rules_file"], params["topics"]
-    if rules_file and topics:
-        raise ConfigError("pass either --rules or --topic, not both", hint="put every topic in the rules file")
-    if rules_file:
-        return EncryptionRules.load(rules_file)
-    if not topics:
-        raise click.UsageError("name the topics with --topic (repeatable) or give a --rules file")
-    source, _, where = params["subject"].partition(":")
-    subject_cfg: dict[str, Any] = {"source": source}
-    if source == "header":
-        subject_cfg["header"] = where
-    elif source == "json":
-        subject_cfg["path"] = where
-    rule: dict[str, Any] = {"subject": subject_cfg, "aad_profile": params["aad_profile"]}
-    if params["fields"]:
-        rule["mode"] = "fields"
-        rule["fields"] = [f.strip() for f in params["fields"].split(",") if f.strip()]
-    if output_topic:
-        rule["output_topic"] = output_topic
-    if on_reject:
-        rule["on_reject"] = on_reject
-    return EncryptionRules.single(topics, **rule)
+    from strongroom.spark.jobs.common import PipelineSettings
 
 
-def _settings(kind: str, params: dict[str, Any], rules: Any) -> Any:
-    """PipelineSettings from the options every pipeline command shares."""
-    from strongroom.spark.jobs.common import InputGapPolicy, PipelineSettings
+@dataclass(frozen=True)
+class RuleOptions:
+    """``--rules FILE``, or one rule for every ``--topic`` from the shorthand options."""
 
-    client = client_config(params["bootstrap"], params["command_config"])
-    app_id = params["app_id"]
-    return PipelineSettings(
-        bootstrap_servers=params["bootstrap"],
-        rules=rules,
-        kms=load_kms_config(params["kms_config"], local_keyring=params["local_kms"]),
-        checkpoint=params["checkpoint"] or default_state_dir("checkpoints", f"{kind}-{app_id or 'default'}"),
-        app_id=app_id,
-        client_properties=dict(client.extra or {}),
-        keys_topic=params["keys_topic"],
-        dead_letter_topic=params["dead_letter_topic"],
-        starting_offsets=params["starting_offsets"],
-        max_offsets_per_trigger=params["max_offsets_per_trigger"],
-        trigger_seconds=params["trigger_seconds"] if params["continuous"] else None,
-        on_input_gap=InputGapPolicy(params["on_input_gap"]),
-        allow_unencrypted_spark_channel=params["allow_unencrypted_spark_channel"],
-    )
+    rules_file: str | None
+    topics: tuple[str, ...]
+    subject: str
+    fields: str | None
+    aad_profile: str
+
+    def rules(self, *, output_topic: str | None = None, on_reject: str | None = None) -> EncryptionRules:
+        from strongroom.rules import EncryptionRules
+
+        if self.rules_file and self.topics:
+            raise ConfigError("pass either --rules or --topic, not both", hint="put every topic in the rules file")
+        if self.rules_file:
+            return EncryptionRules.load(self.rules_file)
+        if not self.topics:
+            raise click.UsageError("name the topics with --topic (repeatable) or give a --rules file")
+        source, _, where = self.subject.partition(":")
+        subject_cfg: dict[str, Any] = {"source": source}
+        if source == "header":
+            subject_cfg["header"] = where
+        elif source == "json":
+            subject_cfg["path"] = where
+        rule: dict[str, Any] = {"subject": subject_cfg, "aad_profile": self.aad_profile}
+        if self.fields:
+            rule["mode"] = "fields"
+            rule["fields"] = [f.strip() for f in self.fields.split(",") if f.strip()]
+        if output_topic:
+            rule["output_topic"] = output_topic
+        if on_reject:
+            rule["on_reject"] = on_reject
+        return EncryptionRules.single(self.topics, **rule)
 
 
-def _session(kind: str, spark_master: str | None, spark_conf: tuple[str, ...]) -> Any:
-    from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
-    from strongroom.spark.session import build_spark_session
+rule_options = grouped(
+    "rule_options",
+    RuleOptions,
+    [
+        click.option(
+            "--rules",
+            "rules_file",
+            type=click.Path(exists=True, dir_okay=False),
+            default=None,
+            help="Per-topic rules, JSON or YAML (see docs/pipelines.md). Or use --topic and the options below.",
+        ),
+        click.option(
+            "--topic", "topics", multiple=True, help="Topic to process (repeatable), all with the options below."
+        ),
+        click.option(
+            "--subject",
+            default="key",
+            show_default=True,
+            metavar="key|header:NAME|json:$.PATH",
+            help="Where the data subject comes from.",
+        ),
+        click.option(
+            "--fields",
+            default=None,
+            metavar="$.a,$.b",
+            help="Encrypt these JSON fields only (field mode); default: the whole value.",
+        ),
+        click.option(
+            "--aad-profile",
+            type=click.Choice(["topic", "portable"]),
+            default="topic",
+            show_default=True,
+            help="Bind ciphertext to topic+subject (topic) or to the subject only (portable, for mirrors).",
+        ),
+    ],
+)
 
-    conf = {**PIPELINE_SPARK_CONF, **parse_pairs(spark_conf, "--spark-conf")}
-    return build_spark_session(spark_master, app_name=f"strongroom-{kind}", conf=conf)
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What every pipeline command takes besides its rules: where Kafka, the KMS and the checkpoint are,
+    how it runs, and on which Spark."""
+
+    bootstrap: str | None
+    command_config: str | None
+    kms_config: str | None
+    local_kms: str | None
+    keys_topic: str
+    checkpoint: str | None
+    app_id: str | None
+    dead_letter_topic: str | None
+    starting_offsets: str
+    continuous: bool
+    trigger_seconds: float
+    max_offsets_per_trigger: int | None
+    on_input_gap: str
+    allow_unencrypted_spark_channel: bool
+    spark_master: str | None
+    spark_conf: tuple[str, ...]
+
+    def settings(self, kind: str, rules: EncryptionRules) -> PipelineSettings:
+        """PipelineSettings from the options every pipeline command shares."""
+        from strongroom.spark.jobs.common import InputGapPolicy, PipelineSettings
+
+        client = client_config(self.bootstrap, self.command_config)
+        return PipelineSettings(
+            bootstrap_servers=client.bootstrap_servers,
+            rules=rules,
+            kms=load_kms_config(self.kms_config, local_keyring=self.local_kms),
+            checkpoint=self.checkpoint or default_state_dir("checkpoints", f"{kind}-{self.app_id or 'default'}"),
+            app_id=self.app_id,
+            client_properties=dict(client.extra or {}),
+            keys_topic=self.keys_topic,
+            dead_letter_topic=self.dead_letter_topic,
+            starting_offsets="latest" if self.starting_offsets == "latest" else "earliest",
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
+            trigger_seconds=self.trigger_seconds if self.continuous else None,
+            on_input_gap=InputGapPolicy(self.on_input_gap),
+            allow_unencrypted_spark_channel=self.allow_unencrypted_spark_channel,
+        )
 
 
-def _run(out: Output, kind: str, params: dict[str, Any], make_job: Any) -> None:
+pipeline_options = grouped(
+    "options",
+    PipelineOptions,
+    [
+        kafka_options,
+        kms_config_option,
+        click.option(
+            "--local-kms",
+            default=None,
+            metavar="PATH",
+            help="Use the local development keyring at PATH instead of --kms-config.",
+        ),
+        click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True),
+        click.option("--checkpoint", default=None, help="Spark checkpoint directory (default under $STRONGROOM_HOME)."),
+        click.option("--app-id", default=None, help="Stable pipeline id (transactional ids, offsets group)."),
+        click.option("--dead-letter-topic", default=None, help="Where rejected/failed records go, unchanged."),
+        click.option(
+            "--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True
+        ),
+        click.option("--continuous", is_flag=True, help="Keep running (micro-batches) until interrupted."),
+        click.option(
+            "--trigger-seconds",
+            type=click.FloatRange(0.1),
+            default=5.0,
+            show_default=True,
+            help="Micro-batch interval with --continuous.",
+        ),
+        click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None),
+        click.option(
+            "--on-input-gap",
+            type=click.Choice(["report", "fail"]),
+            default="report",
+            show_default=True,
+            help="Input records that aged out before the pipeline read them: count and report them (logged "
+            "as an error, in the result), or also stop.",
+        ),
+        click.option(
+            "--allow-unencrypted-spark-channel",
+            is_flag=True,
+            help="Run on a cluster without spark.authenticate and spark.network.crypto.enabled (the key "
+            "service's token then crosses the network in clear; refused by default).",
+        ),
+        spark_options,
+    ],
+)
+
+
+def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRules, make_job: Any) -> None:
     """Build the session and the job, run it (once, or continuously until Ctrl-C), print the result."""
-    settings = _settings(kind, params, params.pop("_rules"))
-    spark = _session(kind, params["spark_master"], params["spark_conf"])
+    from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
+
+    settings = options.settings(kind, rules)
+    conf = {**PIPELINE_SPARK_CONF, **parse_pairs(options.spark_conf, "--spark-conf")}
+    spark = spark_session(options.spark_master, f"strongroom-{kind}", conf)
 
     def progress(batch_id: int, result: dict[str, Any]) -> None:
         out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
@@ -185,7 +214,7 @@ def _run(out: Output, kind: str, params: dict[str, Any], make_job: Any) -> None:
     job = make_job(spark, settings, progress)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
-        if not params["continuous"]:
+        if not options.continuous:
             try:
                 result = job.run()
             except KeyboardInterrupt:
@@ -226,7 +255,7 @@ def _render(kind: str) -> Any:
 
 
 @click.command()
-@_rules_options
+@rule_options
 @click.option(
     "--output-topic", default=None, metavar="TEMPLATE", help="Output topic; $(topic) = source ($(topic).enc)."
 )
@@ -244,18 +273,18 @@ def _render(kind: str) -> Any:
     show_default=True,
     help="What happens to records of subjects erased earlier.",
 )
-@_common_options
+@pipeline_options
 @click.pass_obj
-def encrypt(out: Output, /, kek_alias: str, post_erasure: str, output_topic: str | None, on_reject: str | None,
-            **params: Any) -> None:  # fmt: skip
+def encrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions, kek_alias: str, post_erasure: str,
+            output_topic: str | None, on_reject: str | None) -> None:  # fmt: skip
     """Encrypt plaintext topics into encrypted ones with per-subject keys, exactly once (Spark)."""
     from strongroom.spark.jobs.encrypt import EncryptJob
 
-    params["_rules"] = _rules(params, output_topic=output_topic, on_reject=on_reject)
     _run(
         out,
         "encrypt",
-        params,
+        options,
+        rule_options.rules(output_topic=output_topic, on_reject=on_reject),
         lambda spark, settings, progress: EncryptJob(
             spark, settings, kek_alias=kek_alias, post_erasure=post_erasure, on_batch=progress
         ),
@@ -263,7 +292,7 @@ def encrypt(out: Output, /, kek_alias: str, post_erasure: str, output_topic: str
 
 
 @click.command()
-@_rules_options
+@rule_options
 @click.option(
     "--output",
     "output_kind",
@@ -329,21 +358,21 @@ def encrypt(out: Output, /, kek_alias: str, post_erasure: str, output_topic: str
     help="Pass records without the strongroom.enc marker through as they are (default: they fail, like any "
     "record that cannot be decrypted: a plaintext or downgraded record in an encrypted topic).",
 )
-@_common_options
+@pipeline_options
 @click.pass_obj
-def decrypt(out: Output, /, output_kind: Literal["kafka", "parquet", "console"], output_path: str | None,
-            output_topic: str, on_failure: Literal["fail", "dead-letter", "skip"], erased: Literal["drop", "mark"],
-            lost_kek_wait: float, topic_map: tuple[str, ...], max_pending: int, pending_timeout: float,
-            allow_plaintext: bool, **params: Any) -> None:  # fmt: skip
+def decrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions, output_kind: str,
+            output_path: str | None, output_topic: str, on_failure: str, erased: str, lost_kek_wait: float,
+            topic_map: tuple[str, ...], max_pending: int, pending_timeout: float,
+            allow_plaintext: bool) -> None:  # fmt: skip
     """Decrypt encrypted topics to Kafka (exactly once), Parquet or the console (Spark)."""
     from strongroom.spark.jobs.decrypt import DecryptJob
 
-    params["_rules"] = _rules(params)
     mapping = parse_pairs(topic_map, "--topic-map")
     _run(
         out,
         "decrypt",
-        params,
+        options,
+        rule_options.rules(),
         lambda spark, settings, progress: DecryptJob(
             spark,
             settings,

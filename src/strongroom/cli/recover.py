@@ -25,17 +25,19 @@ from typing import Any
 
 import click
 
-from strongroom.cli.common import client_config, kafka_options
-from strongroom.cli.kek import (
-    build_format,
-    build_kms,
-    check_format_options,
+from strongroom.cli.common import (
+    RecordSourceOptions,
+    client_config,
     format_and_kms_options,
-    open_key_chain,
-    progress_printer,
+    kafka_options,
+    progress_to,
+    spark_master_option,
     spark_session,
 )
-from strongroom.cli.output import Output, table
+from strongroom.cli.factories import build_format, build_kms, check_format_options, open_key_chain
+from strongroom.cli.output import Output
+from strongroom.recovery.render import render_apply, render_plan
+from strongroom.text import table
 
 EXIT_PREFIX_LOSS = 4
 EXIT_SCATTERED_LOSS = 5
@@ -82,9 +84,11 @@ def recover() -> None:
     show_default=True,
     help="Seconds to wait for one round of probe fetches.",
 )
-@click.option("--spark-master", default=None, help="Spark master (default local[2] or $STRONGROOM_SPARK_MASTER).")
+@spark_master_option
 @click.pass_context
-def scan(ctx: click.Context, /, **params: Any) -> None:
+def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | None, topic: str,
+         source: RecordSourceOptions, assumed_lost: tuple[str, ...], plan_out: str | None, no_verify: bool,
+         max_collateral_ratio: float, probe_timeout: float, spark_master: str | None) -> None:  # fmt: skip
     """Find, per partition, the lowest offset L from which every record is readable, verify it, write a plan."""
     from strongroom.errors import ConfigError
     from strongroom.recovery.checker import AvailabilityChecker
@@ -94,28 +98,28 @@ def scan(ctx: click.Context, /, **params: Any) -> None:
     from strongroom.recovery.spark_jobs import kafka_source_options
 
     out: Output = ctx.obj
-    check_format_options(params)
-    config = client_config(params["bootstrap"], params["command_config"])
-    kms = build_kms(params)
+    check_format_options(source)
+    config = client_config(bootstrap, command_config)
+    kms = build_kms(source)
     if kms is None:
         raise ConfigError(
             "recover scan needs the KMS that holds the KEKs (to tell readable from lost records)",
             hint="pass --kms vault|aws|local|inmemory with its options, or --kms-config FILE",
         )
-    fmt = build_format(params, kms)
-    chain = open_key_chain(params, config, kms)
-    checker = AvailabilityChecker(fmt, kms, assumed_lost=params["assumed_lost"], subject_keys=chain)
+    fmt = build_format(source, kms)
+    chain = open_key_chain(source, config, kms)
+    checker = AvailabilityChecker(fmt, kms, assumed_lost=assumed_lost, subject_keys=chain)
     options = ScanOptions(
-        topic=params["topic"],
-        verify=not params["no_verify"],
-        max_collateral_ratio=params["max_collateral_ratio"],
-        assumed_lost=tuple(params["assumed_lost"]),
+        topic=topic,
+        verify=not no_verify,
+        max_collateral_ratio=max_collateral_ratio,
+        assumed_lost=tuple(assumed_lost),
     )
     view = ClusterView(config)
-    progress = progress_printer(out)
+    progress = progress_to(out)
     try:
-        spark = None if options.verify is False else spark_session(params["spark_master"])
-        with KafkaProbe(config, options.topic, timeout=params["probe_timeout"]) as probe:
+        spark = None if options.verify is False else spark_session(spark_master, "strongroom-recovery")
+        with KafkaProbe(config, options.topic, timeout=probe_timeout) as probe:
             plan = run_scan(
                 view, probe, checker, options,
                 spark=spark,
@@ -126,7 +130,7 @@ def scan(ctx: click.Context, /, **params: Any) -> None:
         if chain is not None:
             chain.close()
         kms.close()
-    path = Path(params["plan_out"] or default_plan_path(options.topic))
+    path = Path(plan_out or default_plan_path(options.topic))
     write_plan(plan, path)
     out.result({**plan, "plan_file": str(path)}, render_plan)
     kind = plan["remedy"]["kind"]
@@ -140,66 +144,6 @@ def default_plan_path(topic: str) -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in topic)
     return f"strongroom-plan-{safe}-{stamp}.json"
-
-
-def render_plan(plan: dict[str, Any]) -> str:
-    lines = [
-        f"cluster {plan['cluster_id']} · topic {plan['topic']} · format {plan['record_format']['format']}"
-        + (" · UNVERIFIED" if not plan["verified"] else ""),
-        "",
-    ]
-    rows = []
-    for p in plan["partitions"]:
-        below = [
-            f"{g['group']}@{'no offset' if g['committed'] is None else g['committed']}"
-            for g in p["groups"]
-            if g["below_boundary"]
-        ]
-        rows.append(
-            [p["partition"], p["log_start"], p["end"], p["boundary"], _n(p.get("lost")), _n(p.get("stragglers")),
-             _n(p.get("readable_below_boundary")), p["shape"], f"{p['fetches']}/{p['fetch_budget']}",
-             ", ".join(below) or "-"]
-        )  # fmt: skip
-    lines.append(
-        table(rows, ["partition", "log start", "end", "L", "lost", "stragglers", "readable<L", "shape",
-                     "fetches", "groups below L"])
-    )  # fmt: skip
-    if plan["keks"]:
-        kek_rows = [[k["kek"], k["state"], "yes" if k["lost"] else "no", k["lost_records"]] for k in plan["keks"]]
-        lines += ["", table(kek_rows, ["KEK", "state in KMS", "lost", "lost records"])]
-    subjects = plan.get("lost_subject_keys", {})
-    if subjects.get("count"):
-        lines += ["", f"{subjects['count']} subject key(s) affected; first: "
-                  + ", ".join(str(s["subject_key"]) for s in subjects["examples"][:5])]  # fmt: skip
-    wks = plan.get("lost_wrapping_keys", [])
-    if wks:
-        lines.append(f"under {len(wks)} wrapping key(s): " + ", ".join(w["wrapping_key"] for w in wks[:5]))
-    declared = plan.get("declared_lost", {})
-    if declared.get("subject_keys"):
-        lines.append(
-            f"{declared['subject_keys']} subject key(s) already declared lost ({declared['records']} record(s) "
-            "skipped by readers on purpose)"
-        )
-    for p in plan["partitions"]:
-        if p.get("stragglers"):
-            lines.append(
-                f"partition {p['partition']}: {p['stragglers']} straggler(s) above the searched boundary "
-                f"{p['searched_boundary']} (e.g. offsets {p['straggler_offsets'][:5]}); L corrected to {p['boundary']}"
-            )
-        if p.get("corrupt") or p.get("malformed"):
-            where = ", ".join(f"{a}-{b}" for a, b, _ in p["unreadable_other"][:5])
-            lines.append(
-                f"partition {p['partition']}: {p.get('corrupt', 0)} corrupt and {p.get('malformed', 0)} malformed "
-                f"record(s) (not a KEK problem; they do not move L), between offsets {where}"
-            )
-    lines += ["", "Remedy:"] + [f"  - {step}" for step in plan["remedy"]["steps"]]
-    if "plan_file" in plan:
-        lines += ["", f"Plan written to {plan['plan_file']} (checksum {plan['checksum'][:19]}...)"]
-    return "\n".join(lines)
-
-
-def _n(value: Any) -> str:
-    return "?" if value is None else str(value)
 
 
 @recover.command(epilog=__doc__.split("\n\n", 1)[-1] if __doc__ else None)
@@ -230,66 +174,38 @@ def _n(value: Any) -> str:
 )
 @click.option("--reason", default=None, help="Why, for the operations log (default: names the lost KEKs).")
 @click.pass_context
-def apply(ctx: click.Context, /, **params: Any) -> None:
+def apply(ctx: click.Context, /, bootstrap: str | None, command_config: str | None, plan_file: str,
+          action: str | None, groups: tuple[str, ...], all_groups: bool, dry_run: bool,
+          reason: str | None) -> None:  # fmt: skip
     """Apply a plan: --delete-records or --reset-offsets --group G; a dry run unless --execute."""
     from strongroom.recovery.apply import ApplyOptions, OperationsLogRecorder, apply_plan
     from strongroom.recovery.kafka_io import ClusterView
     from strongroom.recovery.plan import load_plan
 
     out: Output = ctx.obj
-    if params["action"] is None:
+    if action is None:
         raise click.UsageError("choose --delete-records or --reset-offsets")
-    if params["action"] == "delete-records" and (params["groups"] or params["all_groups"]):
+    if action == "delete-records" and (groups or all_groups):
         raise click.UsageError("--group/--all-groups go with --reset-offsets, not --delete-records")
-    plan = load_plan(Path(params["plan_file"]))
-    config = client_config(params["bootstrap"], params["command_config"])
+    plan = load_plan(Path(plan_file))
+    config = client_config(bootstrap, command_config)
     view = ClusterView(config)
     recorder = None
-    if not params["dry_run"]:
+    if not dry_run:
         from strongroom.audit.oplog import OperationsLog
 
         oplog = OperationsLog(config)
         oplog.ensure_topic()  # an unreachable operations log stops us before anything changes
         recorder = OperationsLogRecorder(oplog)
     options = ApplyOptions(
-        action=params["action"],
-        groups=params["groups"],
-        all_groups=params["all_groups"],
-        execute=not params["dry_run"],
-        reason=params["reason"],
+        action="delete-records" if action == "delete-records" else "reset-offsets",
+        groups=groups,
+        all_groups=all_groups,
+        execute=not dry_run,
+        reason=reason,
     )
     report = apply_plan(view, plan, options, recorder, progress=out.note)
     out.result(report, render_apply)
-
-
-def render_apply(report: dict[str, Any]) -> str:
-    lines = [f"{report['action']} on {report['topic']}" + (" (EXECUTED)" if report["executed"] else "")]
-    if report["action"] == "delete-records" and report.get("changes"):
-        rows = [
-            [c["partition"], c["log_start_before"], c["log_start_after"], _n(c["lost_records"]),
-             c["readable_records_also_deleted"], c["status"]]
-            for c in report["changes"]
-        ]  # fmt: skip
-        lines.append(
-            table(rows, ["partition", "log start", "new log start", "lost", "readable also deleted", "status"])
-        )
-    for group in report.get("groups", []):
-        lines.append(f"group {group['group']}:")
-        rows = [
-            [c["partition"], _n(c["committed_before"]), _n(c["committed_after"]), c["status"]] for c in group["changes"]
-        ]
-        lines.append(table(rows, ["partition", "committed", "new committed", "status"]))
-        if "operation_id" in group:
-            lines.append(f"recorded in the operations log as {group['operation_id']}; verified {group['verified']}")
-    if "operation_id" in report:
-        lines.append(
-            f"recorded in the operations log as {report['operation_id']}; verified log starts {report['verified']}"
-        )
-    if report.get("skipped_scattered"):
-        lines.append(f"skipped (scattered loss, not a prefix): partitions {report['skipped_scattered']}")
-    if report.get("note"):
-        lines.append(report["note"])
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------ mark-lost
@@ -309,7 +225,9 @@ def render_apply(report: dict[str, Any]) -> str:
 @click.option("--reason", default=None, help="Why, for the markers and the operations log (default: names the KEKs).")
 @click.option("--declared-by", default=None, help="Who decides (default: user@host).")
 @click.pass_context
-def mark_lost(ctx: click.Context, /, **params: Any) -> None:
+def mark_lost(ctx: click.Context, /, bootstrap: str | None, command_config: str | None, plan_file: str,
+              source: RecordSourceOptions, dry_run: bool, reason: str | None,
+              declared_by: str | None) -> None:  # fmt: skip
     """Scattered loss under per-subject keys: declare the plan's lost wrapping keys lost in the keys topic.
 
     Readers (key tables, the decrypting consumer, the decrypt pipeline) then skip the affected records on
@@ -323,21 +241,19 @@ def mark_lost(ctx: click.Context, /, **params: Any) -> None:
     from strongroom.recovery.plan import load_plan
 
     out: Output = ctx.obj
-    if params["record_format"] != "strongroom":
+    if source.record_format != "strongroom":
         raise click.UsageError("mark-lost is for strongroom's per-subject keys (--format strongroom)")
-    plan = load_plan(Path(params["plan_file"]))
-    if params["keys_topic"] and plan.get("keys_topic") and params["keys_topic"] != plan["keys_topic"]:
+    plan = load_plan(Path(plan_file))
+    if source.keys_topic and plan.get("keys_topic") and source.keys_topic != plan["keys_topic"]:
         raise click.UsageError(
-            f"--keys-topic {params['keys_topic']} differs from the plan's keys topic {plan['keys_topic']}"
+            f"--keys-topic {source.keys_topic} differs from the plan's keys topic {plan['keys_topic']}"
         )
-    config = client_config(params["bootstrap"], params["command_config"])
+    config = client_config(bootstrap, command_config)
     view = ClusterView(config)
-    kms = build_kms(params)
+    kms = build_kms(source)
     try:
-        recorder = None if params["dry_run"] else _lost_recorder(config, OperationsLogLostRecorder)
-        options = MarkLostOptions(
-            execute=not params["dry_run"], reason=params["reason"], declared_by=params["declared_by"]
-        )
+        recorder = None if dry_run else _lost_recorder(config, OperationsLogLostRecorder)
+        options = MarkLostOptions(execute=not dry_run, reason=reason, declared_by=declared_by)
         report = run_mark_lost(view, config, plan, options, recorder, kms, progress=out.note)
     finally:
         if kms is not None:
@@ -366,7 +282,8 @@ def mark_lost(ctx: click.Context, /, **params: Any) -> None:
 @click.option("--reason", default=None, help="Why, for the operations log (default: the KEK was restored).")
 @click.option("--declared-by", default=None, help="Who decides (default: user@host).")
 @click.pass_context
-def unmark_lost(ctx: click.Context, /, **params: Any) -> None:
+def unmark_lost(ctx: click.Context, /, bootstrap: str | None, command_config: str | None, wk_ids: tuple[str, ...],
+                keys_topic: str, dry_run: bool, reason: str | None, declared_by: str | None) -> None:  # fmt: skip
     """Undo `mark-lost` for wrapping keys whose KEK was restored: readers use their keys again.
 
     Restore the KEK first: without it readers fail on these records again, as before the marking.
@@ -375,19 +292,19 @@ def unmark_lost(ctx: click.Context, /, **params: Any) -> None:
     from strongroom.recovery.mark_lost import unmark_lost as run_unmark_lost
 
     out: Output = ctx.obj
-    wk_ids = []
-    for text in params["wk_ids"]:
+    parsed: list[bytes] = []
+    for text in wk_ids:
         try:
             raw = bytes.fromhex(text)
         except ValueError:
             raw = b""
         if len(raw) != 16:
             raise click.BadParameter(f"{text!r} is not a wrapping key id (32 hex digits)", param_hint="--wk")
-        wk_ids.append(raw)
-    config = client_config(params["bootstrap"], params["command_config"])
-    recorder = None if params["dry_run"] else _lost_recorder(config, OperationsLogLostRecorder)
-    options = MarkLostOptions(execute=not params["dry_run"], reason=params["reason"], declared_by=params["declared_by"])
-    report = run_unmark_lost(config, params["keys_topic"], wk_ids, options, recorder, progress=out.note)
+        parsed.append(raw)
+    config = client_config(bootstrap, command_config)
+    recorder = None if dry_run else _lost_recorder(config, OperationsLogLostRecorder)
+    options = MarkLostOptions(execute=not dry_run, reason=reason, declared_by=declared_by)
+    report = run_unmark_lost(config, keys_topic, parsed, options, recorder, progress=out.note)
     out.result(report, render_lost)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from strongroom.demo.story import Chapter, DemoContext
+from strongroom.kafka.transport import new_producer
 
 AUDIT_TOPIC = "payments"
 
@@ -32,7 +33,7 @@ class _Collect:
 
 
 def durability_audit(ctx: DemoContext) -> dict[str, Any]:
-    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     from strongroom.audit.alerts import Fanout, FileSink
     from strongroom.audit.ledger import capture_ledger
@@ -46,7 +47,7 @@ def durability_audit(ctx: DemoContext) -> dict[str, Any]:
     bootstrap = ctx.cluster.bootstrap_servers
     client = ClientConfig(bootstrap)
     ctx.cluster.create_topic(AUDIT_TOPIC, partitions=3)
-    producer = Producer(client.producer())
+    producer = new_producer(client)
     for i in range(900):
         producer.produce(
             AUDIT_TOPIC, key=f"account-{i % 40}".encode(), value=f'{{"payment": {i}}}'.encode(), partition=i % 3

@@ -7,13 +7,13 @@ from typing import Any
 from strongroom.demo.data import customer_events
 from strongroom.demo.story import EVENTS_TOPIC, Chapter, DemoContext
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_producer
 
 
 def produce_customer_events(ctx: DemoContext, n_events: int = 300, n_customers: int = 25) -> dict[str, Any]:
-    from confluent_kafka import Producer
 
     ctx.cluster.create_topic(EVENTS_TOPIC, partitions=3)
-    producer = Producer(ClientConfig(ctx.cluster.bootstrap_servers).producer())
+    producer = new_producer(ClientConfig(ctx.cluster.bootstrap_servers))
     delivered: list[int] = []
 
     def on_delivery(err: Any, msg: Any) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from strongroom.demo.data import PII_PATHS
 from strongroom.demo.story import EVENTS_TOPIC, Chapter, DemoContext
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_consumer, new_producer
 
 ENCRYPTED_TOPIC = f"{EVENTS_TOPIC}.enc"
 DECRYPTED_TOPIC = f"{EVENTS_TOPIC}.decrypted"
@@ -30,9 +31,9 @@ def _settings(ctx: DemoContext, topic: str, name: str) -> Any:
 
 
 def _read(ctx: DemoContext, topic: str) -> list[Any]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(ClientConfig(ctx.cluster.bootstrap_servers).consumer())
+    consumer = new_consumer(ClientConfig(ctx.cluster.bootstrap_servers))
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     out, last = [], time.monotonic()
@@ -181,7 +182,6 @@ def verify_erasure(ctx: DemoContext) -> dict[str, Any]:
 
 def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     """Records crafted to pass plaintext off as encrypted are refused on both sides, by policy."""
-    from confluent_kafka import Producer
 
     from strongroom.rules import EncryptionRules
     from strongroom.spark.jobs.decrypt import DecryptJob
@@ -191,12 +191,12 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     for topic in (source, rejected, f"{source}.enc"):
         ctx.cluster.create_topic(topic, 1, 1)
     sealed_email = json.loads(_read(ctx, ENCRYPTED_TOPIC)[0].value())["email"]
-    producer = Producer(ClientConfig(ctx.cluster.bootstrap_servers).producer())
+    producer = new_producer(ClientConfig(ctx.cluster.bootstrap_servers))
     for key, value in (
         (b"cust-90", b'{"customer_id": "cust-90", "name": "Ada", "email": "ada@example.com"}'),
         (b"cust-91", b'{"customer_id": "cust-91", "name": "Eve", "email": "eve@example.com", "email": "'
          + sealed_email.encode() + b'"}'),
-        (b"cust-92", b'{"customer_id": "cust-92", "name": "Mal\ud800", "email": "mal@example.com"}'),
+        (b"cust-92", b'{"customer_id": "cust-92", "name": "Mal\\ud800", "email": "mal@example.com"}'),
     ):  # fmt: skip
         producer.produce(source, key=key, value=value)
     producer.flush(30)

@@ -15,13 +15,13 @@ import uuid
 from typing import Any
 
 from strongroom.demo.story import Chapter, DemoContext
+from strongroom.kafka.transport import new_consumer, new_producer
 
 TOPIC = "payments-encrypted"
 GROUP = "billing"
 
 
 def _produce(ctx: DemoContext, kms: Any, kek: str, count: int, start: int) -> None:
-    from confluent_kafka import Producer
 
     from strongroom.crypto.limits import DekUsagePolicy
     from strongroom.envelope import RecordContext, ValueMode, marker_header
@@ -29,7 +29,7 @@ def _produce(ctx: DemoContext, kms: Any, kek: str, count: int, start: int) -> No
     from strongroom.kms.envelope_keys import RotatingDekSource
 
     source = RotatingDekSource(kms, kek, DekUsagePolicy(max_encryptions=40))
-    producer = Producer(ClientConfig(ctx.cluster.bootstrap_servers).producer())
+    producer = new_producer(ClientConfig(ctx.cluster.bootstrap_servers))
     for i in range(start, start + count):
         key = f"customer-{i % 17}".encode()
         payment = json.dumps({"payment": i, "amount": round(10 + i * 0.37, 2), "currency": "EUR"}).encode()
@@ -40,14 +40,14 @@ def _produce(ctx: DemoContext, kms: Any, kek: str, count: int, start: int) -> No
 
 def _billing_reads(ctx: DemoContext, kms: Any, limit: int) -> tuple[int, str | None]:
     """The billing application: read from its committed offsets, decrypt, commit; stop at the first failure."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     from strongroom.envelope import RecordContext, decrypt_value
     from strongroom.errors import StrongroomError
     from strongroom.kafka.config import ClientConfig
     from strongroom.kms.envelope_keys import kms_key_lookup
 
-    consumer = Consumer(ClientConfig(ctx.cluster.bootstrap_servers).consumer(GROUP, {"enable.partition.eof": True}))
+    consumer = new_consumer(ClientConfig(ctx.cluster.bootstrap_servers), GROUP, {"enable.partition.eof": True})
     partitions = [TopicPartition(TOPIC, p) for p in (0, 1)]
     committed = _committed(consumer, partitions)
     consumer.assign([TopicPartition(TOPIC, tp.partition, max(tp.offset, 0)) for tp in committed])
@@ -92,8 +92,6 @@ def _committed(consumer: Any, partitions: list[Any]) -> Any:
 
 def lost_kek_recovery(ctx: DemoContext) -> dict[str, Any]:
     from strongroom.audit.oplog import OperationsLog
-    from strongroom.cli.kek import render_inventory
-    from strongroom.cli.recover import render_apply, render_plan
     from strongroom.kafka.config import ClientConfig
     from strongroom.kms.admin.vault import VaultKekAdmin
     from strongroom.kms.retrying import RetryingKms
@@ -104,6 +102,7 @@ def lost_kek_recovery(ctx: DemoContext) -> dict[str, Any]:
     from strongroom.recovery.inventory import InventoryOptions, run_inventory
     from strongroom.recovery.kafka_io import ClusterView, KafkaProbe
     from strongroom.recovery.plan import write_plan
+    from strongroom.recovery.render import render_apply, render_inventory, render_plan
     from strongroom.recovery.scan import ScanOptions, run_scan
     from strongroom.recovery.spark_jobs import kafka_source_options
 

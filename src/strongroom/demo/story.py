@@ -13,9 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from strongroom.cli.output import Output
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,6 +31,14 @@ DEMO_KEYS_TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.01",
     "delete.retention.ms": "600000",
 }
+
+
+class Output(Protocol):
+    """What the story prints through (the CLI's output: text, or JSON with notes on stderr)."""
+
+    name: str
+
+    def note(self, message: str) -> None: ...
 
 
 @dataclass

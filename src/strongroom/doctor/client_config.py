@@ -146,7 +146,9 @@ def _construction_check(
 ) -> dict[str, str]:
     """Build throwaway clients from the valid properties: catches cross-property conflicts
     (e.g. ``enable.idempotence=true`` with ``acks=1``) exactly as the real client would."""
-    from confluent_kafka import Consumer, KafkaException, Producer
+    from confluent_kafka import KafkaException
+
+    from strongroom.kafka.transport import build_consumer, build_producer
 
     conf = {written_as[k]: v for k, v in settings.items() if not _NOT_FOR_CONSTRUCTION.match(k)}
     conf["log_level"] = "0"
@@ -154,9 +156,9 @@ def _construction_check(
     for role in sorted(roles) or ["producer"]:
         try:
             if role == "producer":
-                Producer(conf)
+                build_producer(conf)
             else:
-                consumer = Consumer({"group.id": "strongroom-doctor-lint", **conf})
+                consumer = build_consumer({"group.id": "strongroom-doctor-lint", **conf})
                 consumer.close()
         except KafkaException as exc:
             error: Any = exc.args[0] if exc.args else exc

@@ -30,6 +30,7 @@ from strongroom.doctor.snapshot import (
     source_name,
 )
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_admin
 
 Progress = Callable[[str], None]
 
@@ -132,7 +133,6 @@ class _Collector:
         progress: Progress,
     ) -> None:
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
         self.command_config = command_config
@@ -147,7 +147,7 @@ class _Collector:
             }
         )
         try:
-            self.admin = AdminClient(conf)
+            self.admin = build_admin(conf)
         except (KafkaException, ValueError, TypeError) as exc:
             error = exc.args[0] if exc.args else exc
             raise CommandConfigError(

@@ -209,10 +209,12 @@ def check_property(name: str, value: str) -> PropertyCheck:
 
 
 def _check_by_constructing(name: str, value: str) -> PropertyCheck:
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaException
+
+    from strongroom.kafka.transport import build_producer
 
     try:
-        Producer({name: value, "log_level": 0})
+        build_producer({name: value, "log_level": 0})
     except KafkaException as exc:
         message = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
         status = "unknown" if "No such configuration property" in message else "invalid"

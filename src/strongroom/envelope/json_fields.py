@@ -32,7 +32,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring  # C-accelerated
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from strongroom.crypto.limits import DekUsage
 from strongroom.envelope.aad import RecordContext
@@ -51,8 +51,7 @@ from strongroom.envelope.ids import FIELD_PREFIX
 from strongroom.envelope.jsonpath import WILDCARD, FieldRules, Segment, render_path
 from strongroom.envelope.keyref import KeyRef
 from strongroom.errors import EnvelopeError
-
-ErasedPolicy = Literal["null", "raise"]
+from strongroom.policies import OnErasedField
 
 _PREFIX_LEN: Final = len(FIELD_PREFIX)
 _FIELD_PREFIX_BYTES: Final = FIELD_PREFIX.encode("ascii")
@@ -310,7 +309,7 @@ def decrypt_json_fields(
     ctx: RecordContext,
     *,
     topic_map: Mapping[str, str] | None = None,
-    on_erased: ErasedPolicy = "null",
+    on_erased: OnErasedField | str = OnErasedField.NULL,
     expect_encrypted: FieldRules | Sequence[str] | None = None,
 ) -> bytes:
     """Open the sealed fields of the JSON object ``value``; all or nothing.
@@ -326,7 +325,7 @@ def decrypt_json_fields(
     raises :class:`UnencryptedField`. ``value`` may be a :class:`FieldDocument` already parsed with
     the same rules.
     """
-    if on_erased not in ("null", "raise"):
+    if on_erased not in tuple(OnErasedField):
         raise ValueError(f"on_erased must be 'null' or 'raise', got {on_erased!r}")
     rules = None
     if expect_encrypted is not None:

@@ -14,10 +14,11 @@ import threading
 import time
 from typing import Any, Final
 
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from strongroom.errors import ConfigError, KafkaError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_admin
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class TopicLimits:
     """Creates missing topics (when allowed) and caches each topic's usable value size. Thread-safe."""
 
     def __init__(self, client: ClientConfig, *, create: bool, producer_max_bytes: int, timeout: float = 30.0) -> None:
-        self.admin = AdminClient(client.admin())
+        self.admin = new_admin(client)
         self.create = create
         self.producer_max_bytes = producer_max_bytes
         self.timeout = timeout

@@ -20,11 +20,9 @@ the post-erasure policy, and the receipt says no keys existed.
 
 from __future__ import annotations
 
-import getpass
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from strongroom.errors import ConfigError, StrongroomError
@@ -32,14 +30,15 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.keys import records
 from strongroom.keys.errors import ErasureFailed
 from strongroom.keys.records import ErasureMarker, SubjectKeyRecord, SubjectKeyTombstone, check_subject
-from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, erasure_deadline_ms
+from strongroom.runtime import iso_utc, now_ms, user_name
 
 NO_KEYS_NOTE = "no keys existed; marker written so future records follow the post-erasure policy"
 
 
 def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(ms, timespec="milliseconds", zulu=True)
 
 
 @dataclass
@@ -110,7 +109,7 @@ def erase(
         check_subject(subject)
     if not reason or not reason.strip():
         raise ConfigError("an erasure needs a reason (it is recorded with the request)", hint='pass --reason "..."')
-    requested_by = requested_by or _whoami()
+    requested_by = requested_by or user_name()
     request_id = str(uuid.uuid4())
     requested_at = now_ms()
     keys_topic = KeysTopic(client, topic)
@@ -202,10 +201,3 @@ def _live_keys_below_markers(
         else:
             live[record.subject].pop(record.key_id, None)
     return {s: list(keys) for s, keys in live.items() if keys}
-
-
-def _whoami() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"

@@ -19,8 +19,6 @@ back before they report success.
 
 from __future__ import annotations
 
-import getpass
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,17 +29,9 @@ from strongroom.keys import records
 from strongroom.keys.errors import LostMarkingFailed
 from strongroom.keys.murmur2 import partition_for
 from strongroom.keys.records import LostMarker, LostMarkerTombstone, WrappingKeyRecord, WrappingKeyTombstone
-from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
-
-
-def operator_name() -> str:
-    """``user@host`` of whoever runs the command (the default ``declared_by``)."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no login name in some containers
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
+from strongroom.runtime import now_ms, operator_name
 
 
 @dataclass(frozen=True)

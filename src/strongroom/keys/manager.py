@@ -51,7 +51,7 @@ from strongroom.keys.records import (
     check_subject,
 )
 from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey, SubjectState
-from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.keys.wrapping import (
     ActiveWrappingKey,
@@ -62,6 +62,7 @@ from strongroom.keys.wrapping import (
     wrap_subject_key,
 )
 from strongroom.kms.api import Kms
+from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class KeyManager:
         self.wrapping = wrapping or WrappingKeyPolicy()
         self.timeout = timeout
         self._owns_table = table is None
-        self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {}))
+        self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {})).open()
         self._writer = KeysWriter(client, topic)
         self._lock = threading.Lock()
         self._wk: ActiveWrappingKey | None = None

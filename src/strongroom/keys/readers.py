@@ -19,9 +19,11 @@ from typing import Any, Final, Literal
 
 from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_producer
 from strongroom.keys.errors import KeysTopicMissing, UnknownReader
-from strongroom.keys.topic import KeysTopic, now_ms
+from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import READERS_TOPIC_DEFAULT
+from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +112,12 @@ def read_registry(
 
 def forget_reader(client: ClientConfig, reader_id: str, readers_topic: str = READERS_TOPIC_DEFAULT) -> ReaderHeartbeat:
     """Remove a reader from the registry (a tombstone); returns its last heartbeat."""
-    from confluent_kafka import Producer
 
     registry = read_registry(client, readers_topic)
     heartbeat = registry.get(reader_id)
     if heartbeat is None:
         raise UnknownReader(f"no reader {reader_id!r} is registered in {readers_topic!r}")
-    producer = Producer(client.producer())
+    producer = new_producer(client)
     failures: list[str] = []
     producer.produce(
         readers_topic,

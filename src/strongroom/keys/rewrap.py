@@ -32,10 +32,11 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.keys import records
 from strongroom.keys.errors import RewrapFailed
 from strongroom.keys.records import WrappingKeyRecord, WrappingKeyTombstone
-from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.kms.api import Edek, Kms
 from strongroom.kms.wrapper import KmsWrapper
+from strongroom.runtime import now_ms
 
 _VAULT_VERSION: Final = re.compile(rb"^vault:v(\d+):")
 

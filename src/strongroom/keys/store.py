@@ -58,6 +58,7 @@ from strongroom.keys.records import (
     WrappingKeyTombstone,
 )
 from strongroom.kms.api import Edek
+from strongroom.runtime import pid_alive
 
 SCHEMA_VERSION: Final = "2"
 TEMP_PREFIX: Final = "strongroom-keytable-"
@@ -159,16 +160,6 @@ class ApplyEffects:
     layout: LayoutRecord | None = None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_orphaned_temp_stores(base: Path | None = None) -> list[Path]:
     """Remove temporary stores left by key tables of processes that died without closing (kill -9)."""
     base = base or Path(tempfile.gettempdir())
@@ -176,7 +167,7 @@ def remove_orphaned_temp_stores(base: Path | None = None) -> list[Path]:
     with contextlib.suppress(OSError):
         for entry in base.iterdir():
             match = _TEMP_DIR_RE.match(entry.name)
-            if match and entry.is_dir() and not _pid_alive(int(match.group(1))):
+            if match and entry.is_dir() and not pid_alive(int(match.group(1))):
                 shutil.rmtree(entry, ignore_errors=True)
                 removed.append(entry)
     return removed

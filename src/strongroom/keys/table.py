@@ -26,19 +26,13 @@ is tombstoned (``recover unmark-lost``, after the KEK was restored).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import time
-import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka import KafkaError as RdKafkaError
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strongroom.crypto.aead import CIPHERS
@@ -47,9 +41,7 @@ from strongroom.envelope.errors import SubjectErased, subject_fingerprint
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
 from strongroom.errors import StrongroomError
 from strongroom.kafka.config import ClientConfig
-from strongroom.keys import records
 from strongroom.keys.errors import (
-    CorruptKeyRecord,
     KeyNotYetAvailable,
     KeysConfigError,
     KeyTableClosed,
@@ -57,11 +49,11 @@ from strongroom.keys.errors import (
     SubjectKeyLost,
     WrappingKeyUnavailable,
 )
+from strongroom.keys.follower import KeysFollower
+from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
 from strongroom.keys.murmur2 import subject_partition
-from strongroom.keys.readers import ReaderHeartbeat
-from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
-from strongroom.keys.store import KeyStore, StoredKey, StoredLost
-from strongroom.keys.topic import KeysTopic, create_readers_topic, now_ms
+from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
+from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
 from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
 from strongroom.kms.api import Edek, Kms
@@ -253,82 +245,100 @@ class KeyTable:
         register: bool = True,
         absent_wait: float = 5.0,
         poll_timeout: float = 0.1,
-        start: bool = True,
     ) -> None:
+        """Settings only: :meth:`open` (or ``with``) connects, opens the store and starts following."""
         self.client = client
         self.topic = topic
         self._kms: dict[str, Kms] = {} if kms is None else dict(kms) if isinstance(kms, Mapping) else {kms.name: kms}
-        self._keys_topic = KeysTopic(client, topic)
-        self.partitions = self._keys_topic.partitions  # KeysTopicMissing now, not in the thread
-        self.store = KeyStore(store_path, topic=topic, temp_base=temp_dir)
-        #: Wrapping keys declared lost (few: one per WK, not per subject), checked before any unwrap.
-        self._lost: dict[bytes, StoredLost] = {lost.wk_id: lost for lost in self.store.lost_wrapping_keys()}
-        self.readers_topic = readers_topic
-        self.reader_id = reader_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.heartbeat_interval = heartbeat_interval
-        self.register = register
+        self._store_path = store_path
+        self._temp_dir = temp_dir
+        self.reader_id = reader_id or new_reader_id()
+        self.heartbeats = ReaderHeartbeats(
+            client,
+            readers_topic=readers_topic,
+            keys_topic=topic,
+            reader_id=self.reader_id,
+            interval=heartbeat_interval,
+            enabled=register,
+        )
         self.absent_wait = absent_wait
         self.poll_timeout = poll_timeout
         self._lru = _Lru(cache_size)
         self._wks = WrappingKeyCache()
         self._lock = threading.Lock()
-        self._progress = threading.Condition()
-        self._applied: dict[int, int] = {p: 0 for p in range(self.partitions)}
-        self._eof: set[int] = set()
-        self._corrupt_wks: set[bytes] = set()
+        #: Wrapping keys declared lost (few: one per WK, not per subject), checked before any unwrap.
+        self._lost: dict[bytes, StoredLost] = {}
         self._confirmed_erased: OrderedDict[bytes, str] = OrderedDict()
-        self._problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failure: BaseException | None = None
+        self._store: KeyStore | None = None
+        self._follower: KeysFollower | None = None
         self._closed = False
-        self._started_ms = now_ms()
-        self._heartbeat_producer: Producer | None = None
-        self._last_heartbeat = 0.0
-        self._probe: Consumer | None = None
-        self._probe_lock = threading.Lock()
-        self.stats_counters = {
-            "records": 0,
-            "corrupt": 0,
-            "markers": 0,
-            "tombstones": 0,
-            "heartbeat_errors": 0,
-            "lost_markers": 0,
-            "lost_lookups": 0,
-        }
-        self.heartbeat_error: str | None = None
-        if start:
-            self.start()
+        self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0}
 
     # ------------------------------------------------------------------ life cycle
-    def start(self) -> KeyTable:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"strongroom-keytable-{self.topic}", daemon=True)
-            self._thread.start()
+    def open(self) -> KeyTable:
+        """Check the keys topic, open the store and start following the topic (once)."""
+        if self._follower is not None:
+            return self
+        partitions = KeysTopic(self.client, self.topic).partitions  # KeysTopicMissing here, not in the thread
+        self._store = KeyStore(self._store_path, topic=self.topic, temp_base=self._temp_dir)
+        self._lost = {lost.wk_id: lost for lost in self._store.lost_wrapping_keys()}
+        self._follower = KeysFollower(
+            self.client,
+            self.topic,
+            self._store,
+            partitions,
+            on_effects=self._on_effects,
+            on_reset=self._on_reset,
+            on_tick=self._on_tick,
+            poll_timeout=self.poll_timeout,
+        )
+        # Registered before it can serve a key: erasure verification must never miss a running reader
+        # because its first heartbeat was still in flight.
+        self._follower.start(on_ready=lambda: self._heartbeat(flush=True))
         return self
+
+    @property
+    def store(self) -> KeyStore:
+        if self._store is None:
+            raise KeyTableClosed(f"the key table of {self.topic!r} is not open", hint="call open() or use `with`")
+        return self._store
+
+    @property
+    def follower(self) -> KeysFollower:
+        if self._follower is None:
+            raise KeyTableClosed(f"the key table of {self.topic!r} is not open", hint="call open() or use `with`")
+        return self._follower
+
+    @property
+    def partitions(self) -> int:
+        return self.follower.partitions
+
+    @property
+    def readers_topic(self) -> str:
+        return self.heartbeats.readers_topic
+
+    @property
+    def heartbeat_error(self) -> str | None:
+        return self.heartbeats.error
 
     def close(self) -> None:
         """Stop reading, say goodbye to the registry, drop every key from memory, remove a temporary store."""
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
+        if self._follower is None:
+            return
+        self._follower.stop()
         try:
             self._heartbeat(closed=True, flush=True)
         finally:
             with self._lock:
                 self._lru.clear()
             self._wks.clear()
-            if self._probe is not None:
-                self._probe.close()
             self.store.close()
-            with self._progress:
-                self._progress.notify_all()
 
     def __enter__(self) -> KeyTable:
-        return self
+        return self.open()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -336,63 +346,23 @@ class KeyTable:
     # ------------------------------------------------------------------ waiting
     def applied_offsets(self) -> dict[int, int]:
         """Next offset to apply per keys partition (everything below it is applied)."""
-        with self._progress:
-            return dict(self._applied)
+        return self.follower.applied_offsets()
 
     def wait_for_offsets(self, targets: Mapping[int, int], timeout: float = 60.0) -> None:
-        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``.
-
-        ``timeout`` is how long the table may make *no progress* before :class:`KeyTableTimeout`: a
-        cold table over ten million subjects takes minutes to catch up, and that is not a failure.
-        """
-        deadline = time.monotonic() + timeout
-        progress = sum(self._applied.values())
-        with self._progress:
-            while True:
-                self._check_alive()
-                behind = {p: o for p, o in targets.items() if self._applied.get(p, 0) < o}
-                if not behind:
-                    return
-                now_progress = sum(self._applied.values())
-                if now_progress != progress:
-                    progress = now_progress
-                    deadline = time.monotonic() + timeout
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise KeyTableTimeout(
-                        f"key table of {self.topic!r} made no progress towards offsets {behind} for "
-                        f"{timeout:.0f}s (it is at {{{', '.join(f'{p}: {self._applied.get(p, 0)}' for p in behind)}}})"
-                    )
-                self._progress.wait(min(remaining, 0.5))
+        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``
+        (``timeout`` bounds the time without progress: :meth:`KeysFollower.wait_for_offsets`)."""
+        self._check_alive()
+        self.follower.wait_for_offsets(targets, timeout)
 
     def wait_caught_up(self, timeout: float = 60.0) -> None:
-        """Block until the table has applied everything written to the keys topic before this call.
-
-        ``timeout`` bounds the time without progress (see :meth:`wait_for_offsets`).
-        """
-        ends = {p: high for p, (_, high) in self._watermarks().items()}
-        self.wait_for_offsets(ends, timeout)
-
-    def _watermarks(self, partitions: list[int] | None = None) -> dict[int, tuple[int, int]]:
-        wanted = list(range(self.partitions)) if partitions is None else partitions
-        with self._probe_lock:
-            if self._probe is None:
-                self._probe = Consumer(self.client.consumer("strongroom-keys-probe", {"log_level": 0}))
-            probe = self._probe
-            out: dict[int, tuple[int, int]] = {}
-            for p in wanted:
-                low, high = probe.get_watermark_offsets(TopicPartition(self.topic, p), timeout=15)
-                out[p] = (int(low), int(high))
-            return out
+        """Block until the table has applied everything written to the keys topic before this call."""
+        self._check_alive()
+        self.follower.wait_caught_up(timeout)
 
     def _check_alive(self) -> None:
-        if self._failure is not None:
-            raise KeyTableClosed(
-                f"the key table's reader thread stopped: {self._failure}",
-                hint="erasures are no longer applied; create a new KeyTable",
-            )
         if self._closed:
             raise KeyTableClosed(f"the key table of {self.topic!r} is closed")
+        self.follower.check_alive()
 
     # ------------------------------------------------------------------ lookups
     def owner(self, key_id: bytes) -> str | None:
@@ -482,7 +452,7 @@ class KeyTable:
         return loaded
 
     def _reached_current_end(self, partition: int) -> bool:
-        ((_, high),) = self._watermarks([partition]).values()
+        ((_, high),) = self.follower.watermarks([partition]).values()
         try:
             self.wait_for_offsets({partition: high}, self.absent_wait)
         except KeyTableTimeout:
@@ -533,7 +503,7 @@ class KeyTable:
             return cipher
         stored = self.store.wrapping_key(wk_id)
         if stored is None:
-            if wk_id in self._corrupt_wks:
+            if wk_id in self.follower.corrupt_wks:
                 raise WrappingKeyUnavailable(f"wrapping key {wk_id.hex()} has a corrupt record in {self.topic!r}")
             return None
         kms = self._kms.get(stored.edek.provider)
@@ -653,6 +623,7 @@ class KeyTable:
         return wk.edek.kek_ref if wk is not None else None
 
     def stats(self) -> dict[str, Any]:
+        follower = self.follower
         with self._lock:
             lru = {"size": len(self._lru.entries), "hits": self._lru.hits, "misses": self._lru.misses}
         return {
@@ -664,109 +635,16 @@ class KeyTable:
             "wrapping_keys_declared_lost": len(self._lost),
             "kms_unwraps": self._wks.kms_unwraps,
             "store": {"path": str(self.store.path), "persistent": self.store.persistent, **self.store.counts()},
-            "problems": list(self._problems),
-            "heartbeat_error": self.heartbeat_error,
+            "problems": list(follower.problems),
+            "heartbeat_error": self.heartbeats.error,
+            "heartbeat_errors": self.heartbeats.errors,
+            **follower.counters,
             **self.stats_counters,
         }
 
-    # ------------------------------------------------------------------ the reader thread
-    def _run(self) -> None:
-        consumer: Consumer | None = None
-        try:
-            consumer = Consumer(
-                self.client.consumer(
-                    "strongroom-key-table",
-                    # a writer waits for its own keys to come back through here: fetch without delay
-                    {"enable.partition.eof": True, "fetch.wait.max.ms": 10, "log_level": 0, **_BOUNDED_FETCH},
-                )
-            )
-            self._assign(consumer)
-            # Registered before it can serve a key (the loop below reports caught-up): erasure
-            # verification must never miss a running reader because its first heartbeat was in flight.
-            self._heartbeat(flush=True)
-            last_partition_check = time.monotonic()
-            while not self._stop.is_set():
-                messages = consumer.consume(5000, self.poll_timeout)
-                if messages:
-                    self._apply(messages)
-                now = time.monotonic()
-                if now - last_partition_check > _PARTITION_CHECK_SECONDS:
-                    last_partition_check = now
-                    self._follow_new_partitions(consumer)
-                if now - self._last_heartbeat >= self.heartbeat_interval:
-                    self._heartbeat()
-        except BaseException as exc:  # noqa: BLE001 - recorded; every lookup now fails closed
-            log.error("key table reader of %s stopped: %s", self.topic, exc)
-            self._failure = exc
-        finally:
-            if consumer is not None:
-                consumer.close()
-            with self._progress:
-                self._progress.notify_all()
-
-    def _assign(self, consumer: Consumer) -> None:
-        stored = self.store.next_offsets()
-        if stored:
-            ends = self._watermarks()
-            if any(stored.get(p, 0) > high for p, (_, high) in ends.items()):
-                log.warning("keys topic %s is shorter than the persistent store remembers: rebuilding", self.topic)
-                self.store.reset()
-                self._lost = {}
-                stored = {}
-        with self._progress:
-            for p in range(self.partitions):
-                self._applied[p] = stored.get(p, 0)
-        consumer.assign(
-            [TopicPartition(self.topic, p, stored.get(p, OFFSET_BEGINNING)) for p in range(self.partitions)]
-        )
-
-    def _follow_new_partitions(self, consumer: Consumer) -> None:
-        try:
-            current = KeysTopic(self.client, self.topic).partitions
-        except StrongroomError:
-            return
-        if current > self.partitions:
-            message = (
-                f"keys topic {self.topic!r} grew from {self.partitions} to {current} partitions: "
-                "subjects moved partitions, key ordering guarantees are void (never add partitions)"
-            )
-            log.error(message)
-            self._problems.append(message)
-            added = list(range(self.partitions, current))
-            consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in added])
-            with self._progress:
-                for p in added:
-                    self._applied[p] = 0
-            self.partitions = current
-
-    def _apply(self, messages: list[Any]) -> None:
-        batch: list[tuple[int, int, KeysRecord]] = []
-        next_offsets: dict[int, int] = {}
-        for msg in messages:
-            partition = msg.partition()
-            err = msg.error()
-            if err is not None:
-                if err.code() == RdKafkaError._PARTITION_EOF:
-                    next_offsets[partition] = max(next_offsets.get(partition, 0), msg.offset())
-                    self._eof.add(partition)
-                elif err.fatal():
-                    raise KeyTableClosed(f"reading keys topic {self.topic!r} failed: {err}")
-                else:
-                    log.warning("reading keys topic %s: %s (retrying)", self.topic, err)
-                continue
-            offset = msg.offset()
-            if offset < self._applied.get(partition, 0):
-                continue  # never apply an offset twice (a store that is ahead of a re-fetch)
-            next_offsets[partition] = offset + 1
-            self.stats_counters["records"] += 1
-            record = self._decode(partition, offset, msg.key(), msg.value())
-            if record is not None:
-                batch.append((partition, offset, record))
-        with self._progress:
-            next_offsets = {p: o for p, o in next_offsets.items() if o > self._applied.get(p, 0)}
-        if not batch and not next_offsets:
-            return
-        effects = self.store.apply(batch, next_offsets)
+    # ------------------------------------------------------------------ what the follower tells
+    def _on_effects(self, effects: ApplyEffects) -> None:
+        """A batch was applied to the store: evict what it erased from memory, follow lost markers."""
         if effects.erased_key_ids or effects.wrapping_keys_removed:
             with self._lock:
                 for key_id in effects.erased_key_ids:
@@ -776,11 +654,16 @@ class KeyTable:
         if effects.lost or effects.found:
             self._apply_lost(effects.lost, effects.found)
         self.stats_counters["markers"] += len(effects.erased_subjects)
-        with self._progress:
-            self._applied.update(next_offsets)
-            self._progress.notify_all()
         if effects.erased_subjects:
             self._heartbeat()  # let `erasure status` see the marker applied without waiting an interval
+
+    def _on_reset(self) -> None:
+        with self._lock:
+            self._lost = {}
+
+    def _on_tick(self) -> None:
+        if self.heartbeats.due():
+            self._heartbeat()
 
     def _apply_lost(self, lost: list[StoredLost], found: list[bytes]) -> None:
         """Follow lost markers (and their undo) in memory: evict every unwrapped key under a lost WK."""
@@ -802,78 +685,16 @@ class KeyTable:
                 log.warning("wrapping key %s is no longer declared lost: its subject keys are read again", wk_id.hex())
         self.stats_counters["lost_markers"] += len(lost)
 
-    def _decode(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> KeysRecord | None:
-        try:
-            record = records.decode(key, value)
-        except CorruptKeyRecord as exc:
-            self.stats_counters["corrupt"] += 1
-            problem = f"skipped keys record {self.topic}/{partition}@{offset}: {exc.problem}"
-            log.warning("%s (%s)", problem, exc.hint)
-            self._problems.append(problem)
-            if key and key.startswith(records.WRAPPING_KEY_PREFIX) and len(key) == 2 + records.WK_ID_SIZE:
-                self._corrupt_wks.add(key[2:])
-            return None
-        if isinstance(record, ErasureMarker) and record.problem:
-            problem = (
-                f"erasure marker {self.topic}/{partition}@{offset} has an unreadable value "
-                f"({record.problem}); applied anyway"
-            )
-            log.warning(problem)
-            self._problems.append(problem)
-        if isinstance(record, records.SubjectKeyTombstone):
-            self.stats_counters["tombstones"] += 1
-        if isinstance(record, WrappingKeyRecord):
-            self._corrupt_wks.discard(record.wk_id)
-        return record
-
-    # ------------------------------------------------------------------ registry
     def _heartbeat(self, *, closed: bool = False, flush: bool = False) -> None:
-        self._last_heartbeat = time.monotonic()
-        if not self.register:
-            return
-        try:
-            if self._heartbeat_producer is None:
-                create_readers_topic(self.client, self.readers_topic)
-                self._heartbeat_producer = Producer(self.client.producer({"linger.ms": 0, "log_level": 0}))
-            heartbeat = ReaderHeartbeat(
-                reader_id=self.reader_id,
-                keys_topic=self.topic,
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                persistent=self.store.persistent,
-                store=str(self.store.path),
-                started_ms=self._started_ms,
-                last_seen_ms=now_ms(),
-                interval_ms=int(self.heartbeat_interval * 1000),
-                applied=self.applied_offsets(),
-                caught_up=len(self._eof) >= self.partitions,
-                closed=closed,
-            )
-            self._heartbeat_producer.produce(
-                self.readers_topic,
-                key=self.reader_id.encode("utf-8"),
-                value=heartbeat.to_bytes(),
-                on_delivery=self._on_heartbeat,
-            )
-            self._heartbeat_producer.poll(0)
-            if flush:
-                self._heartbeat_producer.flush(10)
-        except Exception as exc:  # noqa: BLE001 - a registry problem must not stop key reading
-            self._on_heartbeat(exc, None)
-
-    def _on_heartbeat(self, err: Any, _msg: Any) -> None:
-        if err is None:
-            self.heartbeat_error = None
-            return
-        self.stats_counters["heartbeat_errors"] += 1
-        if self.heartbeat_error is None:
-            log.warning(
-                "key reader %s cannot publish its heartbeat to %s (%s): erasures it holds cannot be verified",
-                self.reader_id,
-                self.readers_topic,
-                err,
-            )
-        self.heartbeat_error = str(err)
+        follower = self.follower
+        self.heartbeats.send(
+            store=str(self.store.path),
+            persistent=self.store.persistent,
+            applied=follower.applied_offsets(),
+            caught_up=follower.caught_up(),
+            closed=closed,
+            flush=flush,
+        )
 
 
 def _plan_of(lost: StoredLost | None) -> str | None:

@@ -13,17 +13,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from strongroom.errors import KafkaError, StrongroomError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
 from strongroom.keys.murmur2 import partition_for, subject_partition
 from strongroom.keys.records import KeysRecord, LayoutRecord
 from strongroom.keys.topic_config import KEYS_TOPIC_CONFIG, KEYS_TOPIC_DEFAULT, READERS_TOPIC_CONFIG
+from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +40,8 @@ class RawRecord(NamedTuple):
     value: bytes | None
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def admin_client(client: ClientConfig) -> AdminClient:
-    return AdminClient(client.admin({"log_level": 0}))
+    return new_admin(client, {"log_level": 0})
 
 
 def topic_partitions(admin: AdminClient, topic: str, timeout: float = 15.0) -> int:
@@ -141,7 +139,7 @@ class KeysWriter:
 
     def __init__(self, client: ClientConfig, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         self.topic = topic
-        self._producer = Producer(client.producer({"linger.ms": 2, **(overrides or {})}))
+        self._producer = new_producer(client, {"linger.ms": 2, **(overrides or {})})
 
     def write(
         self,
@@ -259,9 +257,9 @@ class KeysTopic:
     def watermarks(self, partitions: Iterable[int] | None = None, timeout: float = 15.0) -> dict[int, tuple[int, int]]:
         """``{partition: (log start offset, log end offset)}``."""
         wanted = list(range(self.partitions)) if partitions is None else list(partitions)
-        consumer = Consumer(self.client.consumer("strongroom-keys-probe", {"log_level": 0}))
+        consumer = new_consumer(self.client, "strongroom-keys-probe", {"log_level": 0})
         try:
-            return {p: _watermarks(consumer, self.name, p, timeout) for p in wanted}
+            return {p: watermarks(consumer, self.name, p, timeout=timeout) for p in wanted}
         finally:
             consumer.close()
 
@@ -279,17 +277,16 @@ class KeysTopic:
         :class:`~strongroom.errors.KafkaError` if the end is not reached within ``timeout``.
         """
         wanted = sorted(set(range(self.partitions) if partitions is None else partitions))
-        consumer = Consumer(
-            self.client.consumer(
-                "strongroom-keys-scan",
-                {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
-            )
+        consumer = new_consumer(
+            self.client,
+            "strongroom-keys-scan",
+            {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
         )
         try:
             ends: dict[int, int] = {}
             total = 0
             for p in wanted:
-                low, high = _watermarks(consumer, self.name, p, 15.0)
+                low, high = watermarks(consumer, self.name, p, timeout=15.0)
                 end = high if end_offsets is None or p not in end_offsets else min(end_offsets[p], high)
                 if end > low:
                     ends[p] = end
@@ -335,11 +332,3 @@ class KeysTopic:
 
     def close(self) -> None:
         self._admin = None
-
-
-def _watermarks(consumer: Consumer, topic: str, partition: int, timeout: float) -> tuple[int, int]:
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaError(f"cannot read the offsets of {topic}/{partition}: {exc.args[0]}") from None
-    return int(low), int(high)

@@ -37,13 +37,14 @@ from strongroom.keys.erasure import iso
 from strongroom.keys.errors import ErasureFailed
 from strongroom.keys.readers import ReaderHeartbeat, read_registry
 from strongroom.keys.records import ErasureMarker, NudgeRecord, SubjectKeyRecord, SubjectKeyTombstone
-from strongroom.keys.topic import KeysTopic, KeysWriter, now_ms
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import (
     KEYS_TOPIC_DEFAULT,
     READERS_TOPIC_DEFAULT,
     erasure_deadline_ms,
     roll_deadline_ms,
 )
+from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
 

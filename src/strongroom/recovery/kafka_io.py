@@ -16,12 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
 from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, new_admin
 from strongroom.recovery.errors import ScanAborted
 from strongroom.recovery.search import ProbedRecord
 
@@ -64,7 +65,7 @@ class ClusterView:
     def __init__(self, client_config: ClientConfig, *, timeout: float = 30.0) -> None:
         self.client_config = client_config
         self.timeout = timeout
-        self.admin = AdminClient(client_config.admin())
+        self.admin = new_admin(client_config)
 
     def _fail(self, what: str, exc: BaseException) -> KafkaError:
         detail = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
@@ -195,7 +196,7 @@ class KafkaProbe:
             "fetch.wait.max.ms": 50,
         }
         conf = client_config.consumer(f"strongroom-recover-probe-{uuid.uuid4().hex[:12]}", overrides)
-        self._consumer = Consumer(conf)
+        self._consumer = build_consumer(conf)
         self._bootstrap = client_config.bootstrap_servers
         self._assigned: set[int] = set()
         self._paused: set[int] = set()

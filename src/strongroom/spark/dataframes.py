@@ -7,7 +7,7 @@ For batch users (``spark.read.format("kafka")``, Parquet exports of topics, test
     encrypted = encrypt_dataframe(df, rules, keys=KeyCache(KeyManager(client, kms)))
     encrypted.write.format("kafka").option("kafka.bootstrap.servers", ...).save()
 
-    opened = decrypt_dataframe(spark.read.format("kafka")..., rules, keys=KeyTable(client, kms))
+    opened = decrypt_dataframe(spark.read.format("kafka")..., rules, keys=KeyTable(client, kms).open())
 
 Both run one small Spark job at call time to find the frame's subjects (encrypt) or key ids (decrypt) —
 cache the input if it is expensive to compute — settle the keys on the driver, and return a **lazy**

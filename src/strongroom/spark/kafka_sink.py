@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
+from strongroom.kafka.transport import new_consumer, new_producer
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -98,15 +99,13 @@ class TransactionalSinkConfig:
         """Abort the transaction a stopped or killed task left open, per source partition: initialising
         a producer with the partition's transactional id fences the old one and aborts what it had open.
         Returns the number of partitions handled."""
-        from confluent_kafka import Producer
 
         done = 0
         for topic, partition in partitions:
-            producer = Producer(
-                self.client().producer(
-                    {"transactional.id": self.transactional_id(topic, partition),
-                     "transaction.timeout.ms": self.transaction_timeout_ms}
-                )
+            producer = new_producer(
+                self.client(),
+                {"transactional.id": self.transactional_id(topic, partition),
+                 "transaction.timeout.ms": self.transaction_timeout_ms},
             )  # fmt: skip
             producer.init_transactions(60)
             producer.flush(5)
@@ -122,24 +121,23 @@ class _PartitionTxn:
     """The transaction writing one source partition's rows."""
 
     def __init__(self, config: TransactionalSinkConfig, topic: str, partition: int) -> None:
-        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka import TopicPartition
 
         self.topic, self.partition = topic, partition
         client = config.client()
-        self.producer = Producer(
-            client.producer(
-                {
-                    "transactional.id": config.transactional_id(topic, partition),
-                    "transaction.timeout.ms": config.transaction_timeout_ms,
-                    "linger.ms": 10,
-                    "batch.size": 1_000_000,
-                    "queue.buffering.max.messages": 500_000,
-                    "queue.buffering.max.kbytes": 1_048_576,
-                    "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
-                }
-            )
+        self.producer = new_producer(
+            client,
+            {
+                "transactional.id": config.transactional_id(topic, partition),
+                "transaction.timeout.ms": config.transaction_timeout_ms,
+                "linger.ms": 10,
+                "batch.size": 1_000_000,
+                "queue.buffering.max.messages": 500_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
+            },
         )
-        self.consumer = Consumer(client.consumer(config.group_id, {"enable.auto.commit": False}))
+        self.consumer = new_consumer(client, config.group_id, {"enable.auto.commit": False})
         self.producer.init_transactions(120)  # fences zombies, finishes their open transaction
         committed = self.consumer.committed([TopicPartition(topic, partition)], timeout=60)[0].offset
         #: The group's committed offset as found (-1: none yet); rows below ``committed_before`` are skipped.

@@ -4,7 +4,7 @@ The transactional sink hands every Arrow batch of source rows (coordinates, key,
 timestamp) to one of these transforms and writes what comes back. A transform asks the driver's key
 service (:mod:`strongroom.spark.keyservice`) once per batch for the keys it needs, then seals or
 opens each record with the same per-record core as the client library
-(:class:`strongroom.kafka.sealing.RuleCodec`), so Spark output and client output are byte-compatible
+(:class:`strongroom.clients.sealing.RuleCodec`), so Spark output and client output are byte-compatible
 by construction. Each output row carries the pipeline's verdict (``status``, ``reason``) and whether
 the policy says stop (``fatal``): the sink aborts that partition's transaction and fails the write.
 
@@ -19,13 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.envelope.errors import IntegrityError, SubjectErased
-from strongroom.envelope.ids import RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
-from strongroom.envelope.json_fields import FieldDocument, may_hold_envelopes
-from strongroom.envelope.keyref import SubjectKeyRef
-from strongroom.errors import EnvelopeError, KeysError, PipelineError
-from strongroom.kafka.records import Header, NoSubject
-from strongroom.kafka.sealing import (
+from strongroom.clients.records import Header, NoSubject
+from strongroom.clients.sealing import (
     SUBJECT_KEY_PREFIX,
     Erased,
     Failed,
@@ -36,6 +31,11 @@ from strongroom.kafka.sealing import (
     RuleCodec,
     seal_record,
 )
+from strongroom.envelope.errors import IntegrityError, SubjectErased
+from strongroom.envelope.ids import RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
+from strongroom.envelope.json_fields import FieldDocument, may_hold_envelopes
+from strongroom.envelope.keyref import SubjectKeyRef
+from strongroom.errors import EnvelopeError, KeysError, PipelineError
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.keyservice import KeyServiceClient, b64, unb64
 from strongroom.spark.transforms import KEY_FOREIGN

@@ -75,7 +75,7 @@ def _under_spark_submit() -> bool:
 
 def jvm_log() -> Path:
     """Where the Spark JVM's own stdout and stderr go (Ivy's report, log4j warnings, crashes)."""
-    from strongroom.testing.kafka_dist import cache_dir
+    from strongroom.paths import cache_dir
 
     path = cache_dir() / "logs" / "spark-jvm.log"
     path.parent.mkdir(parents=True, exist_ok=True)

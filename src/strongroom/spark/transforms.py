@@ -215,13 +215,6 @@ def _field_sealer(paths: tuple[str, ...], profile: int) -> Any:
     return seal_batches
 
 
-def field_mode_marker_present(headers: Column) -> Column:
-    """True when the record carries the strongroom marker header (any mode)."""
-    return F.exists(
-        F.coalesce(headers, F.array().cast(ec.headers_type())), lambda h: h["key"] == F.lit(RECORD_HEADER_NAME)
-    )
-
-
 def field_key_id(value: Column) -> Column:
     """The key id of the first ``sr1:`` field of a JSON value, read in the JVM.
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from strongroom.errors import StackError
 from strongroom.paths import dev_dir
-from strongroom.testing.process import kill_pid_group, pid_alive, port_answers
+from strongroom.runtime import pid_alive
+from strongroom.testing.process import kill_pid_group, port_answers
 
 
 @dataclass

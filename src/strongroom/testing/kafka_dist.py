@@ -22,13 +22,10 @@ from pathlib import Path
 
 from strongroom._resources import resource_path
 from strongroom.errors import StackError
+from strongroom.paths import cache_dir
 
 KAFKA_VERSION = "4.3.1"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("STRONGROOM_CACHE", Path.home() / ".cache" / "strongroom"))
 
 
 def kafka_libs_dir(version: str = KAFKA_VERSION) -> Path:
@@ -102,10 +99,6 @@ def ensure_kafka_libs(version: str = KAFKA_VERSION) -> Path:
         shutil.rmtree(libs)
     staging.rename(libs)
     return libs
-
-
-def classpath(version: str = KAFKA_VERSION) -> str:
-    return str(ensure_kafka_libs(version) / "*")
 
 
 def main() -> int:

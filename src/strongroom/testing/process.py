@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from strongroom.errors import StackError
+from strongroom.runtime import pid_alive
 
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
 
@@ -67,21 +68,6 @@ def port_answers(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bo
             return True
     except OSError:
         return False
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie still answers kill(0); read its state to tell.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1]
-    except (OSError, IndexError):
-        return True
-    return state != "Z"
 
 
 def tail(path: Path, lines: int = 15) -> str:

@@ -44,7 +44,7 @@ def test_keys_and_erasure_commands(
     client = ClientConfig(bootstrap, extra={"log_level": 0})
     with KeyManager(client, kms, topic=topic, table_options={"readers_topic": readers_topic}) as manager:
         manager.get_or_create(["ann", "ben", "cat"])
-    running = KeyTable(client, kms, topic=topic, readers_topic=readers_topic, heartbeat_interval=1.0)
+    running = KeyTable(client, kms, topic=topic, readers_topic=readers_topic, heartbeat_interval=1.0).open()
     try:
         running.wait_caught_up(30)
         listed = run(capsys, "keys", "readers", *common)

@@ -185,7 +185,7 @@ def test_a_stopped_persistent_reader_keeps_erasure_pending_until_it_catches_up_o
     persistent = {}
     for name in ("r1", "r2"):
         table = KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic, reader_id=f"{name}-{keys_topic}",
-                         store_path=tmp_path / f"{name}.sqlite")  # fmt: skip
+                         store_path=tmp_path / f"{name}.sqlite").open()  # fmt: skip
         table.wait_caught_up(30)
         assert opens(table, "alice", envelope)
         table.close()  # stopped, its store (wrapped keys) stays on disk

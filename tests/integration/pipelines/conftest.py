@@ -61,9 +61,22 @@ class PipelineEnv:
             producer.produce(topic, key=key, value=value)
         assert producer.flush(30) == 0
 
-    def read(self, topic: str, partitions: int | None = None, idle: float = 3.0) -> list[Any]:
-        """Every committed record of the topic (read_committed), in partition/offset order."""
-        consumer = Consumer(self.client.consumer())
+    @staticmethod
+    def run(job: Any) -> dict[str, Any]:
+        """Run a pipeline job to the end of what is there now, and close it."""
+        try:
+            result: dict[str, Any] = job.run()
+            return result
+        finally:
+            job.close()
+
+    def read(
+        self, topic: str, partitions: int | None = None, idle: float = 3.0, *, uncommitted: bool = False
+    ) -> list[Any]:
+        """Every committed record of the topic (read_committed; ``uncommitted``: aborted ones too), in
+        partition/offset order."""
+        isolation = "read_uncommitted" if uncommitted else "read_committed"
+        consumer = Consumer(self.client.consumer(overrides={"isolation.level": isolation}))
         if partitions is None:
             partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -13,8 +13,8 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from strongroom.clients.consumer import DecryptingConsumer
 from strongroom.errors import PipelineError
-from strongroom.kafka.consumer import DecryptingConsumer
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.erasure import erase
 from strongroom.keys.manager import KeyManager
@@ -42,7 +42,7 @@ def manager(pipeline_env: Any, kms: Kms) -> Iterator[KeyManager]:
 
 @pytest.fixture
 def table(pipeline_env: Any, kms: Kms) -> Iterator[KeyTable]:
-    t = KeyTable(pipeline_env.client, kms, topic=pipeline_env.keys_topic)
+    t = KeyTable(pipeline_env.client, kms, topic=pipeline_env.keys_topic).open()
     yield t
     t.close()
 

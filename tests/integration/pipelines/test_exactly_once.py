@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from strongroom.demo.data import customer_events
 
@@ -103,7 +103,7 @@ def test_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path
     # The kills above may or may not have left one (it takes a kill while a transaction is open), so one is
     # made for certain: copies of real encrypted records, written transactionally, then aborted.
     abort_a_transaction_of_copies(env, f"{topic}.enc", out[:300])
-    aborted = len(read_uncommitted(env, f"{topic}.enc")) - total
+    aborted = len(env.read(f"{topic}.enc", uncommitted=True)) - total
     assert aborted >= 300
 
     # The decrypt pipeline reads the encrypted topic, aborted transactions included in its log.
@@ -133,18 +133,3 @@ def abort_a_transaction_of_copies(env: Any, topic: str, records: list[Any]) -> N
         producer.produce(topic, key=m.key(), value=m.value(), headers=m.headers(), partition=m.partition())
     producer.flush(60)
     producer.abort_transaction(60)
-
-
-def read_uncommitted(env: Any, topic: str) -> list[Any]:
-    """Every record in the topic's log, aborted transactions included."""
-    consumer = Consumer(env.client.consumer(overrides={"isolation.level": "read_uncommitted"}))
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out, last = [], time.monotonic()
-    while time.monotonic() - last < 3.0:
-        msg = consumer.poll(0.3)
-        if msg is not None and msg.error() is None:
-            out.append(msg)
-            last = time.monotonic()
-    consumer.close()
-    return out

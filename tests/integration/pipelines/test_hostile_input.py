@@ -25,14 +25,6 @@ FIELDS = {"mode": "fields", "fields": ["$.name", "$.email"]}
 MARKED = [("strongroom.enc", b"\x01\x02")]
 
 
-def run(job: Any) -> dict[str, Any]:
-    try:
-        result: dict[str, Any] = job.run()
-        return result
-    finally:
-        job.close()
-
-
 def dead_letters(env: Any, topic: str) -> dict[bytes, str]:
     return {m.key(): dict(m.headers())["strongroom.dead-letter.reason"].decode() for m in env.read(topic)}
 
@@ -44,7 +36,7 @@ def test_hostile_records_are_rejected_by_policy_never_retried_never_written(
     topic = env.new_topic()
     good = json.dumps({"name": "Alice", "email": "alice@example.com"}).encode()
     env.produce_raw(topic, [(b"alice", good)])
-    run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "seed")))
+    env.run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "seed")))
     sealed_email = json.loads(env.read(f"{topic}.enc")[0].value())["email"]
     hostile = {
         b"surrogate": b'{"name": "A", "note": "\\ud800"}',
@@ -62,14 +54,14 @@ def test_hostile_records_are_rejected_by_policy_never_retried_never_written(
     # on_reject fail: the first hostile record stops the batch at once, named, and nothing is written
     started = time.monotonic()
     with pytest.raises(PipelineError, match=rf"cannot encrypt record {source}\[0\]@1: .*lone UTF-16 surrogate"):
-        run(EncryptJob(spark, env.settings({"rules": [{"topic": source, **FIELDS}]}, "fail")))
+        env.run(EncryptJob(spark, env.settings({"rules": [{"topic": source, **FIELDS}]}, "fail")))
     assert time.monotonic() - started < 120, "a bad record is not a broker outage: it is not retried"
     assert env.read(f"{source}.enc", idle=1) == []
 
     # dead-letter: each goes to the dead-letter topic, unchanged, with its reason; only the good one is sealed
     dlq = env.new_topic()
     rules = {"rules": [{"topic": source, **FIELDS, "on_reject": "dead-letter"}]}
-    result = run(EncryptJob(spark, env.settings(rules, "dlq", dead_letter_topic=dlq)))
+    result = env.run(EncryptJob(spark, env.settings(rules, "dlq", dead_letter_topic=dlq)))
     assert result["records"] == {"ok": 1, "rejected": len(hostile)}
     [written] = env.read(f"{source}.enc")
     assert written.key() == b"ok"
@@ -91,7 +83,7 @@ def test_decrypt_refuses_downgrades_and_disguises_in_both_reader_modes(spark: Sp
     env = pipeline_env
     topic = env.new_topic()
     env.produce_raw(topic, [(b"alice", json.dumps({"name": "Alice", "email": "a@x", "n": 1}).encode())])
-    run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "enc")))
+    env.run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "enc")))
     enc = f"{topic}.enc"
     sealed = env.read(enc)[0]
     doc = json.loads(sealed.value())
@@ -110,7 +102,7 @@ def test_decrypt_refuses_downgrades_and_disguises_in_both_reader_modes(spark: Sp
 
     def decrypt(name: str, **options: Any) -> dict[str, Any]:
         settings = env.settings({"rules": [{"topic": enc, **FIELDS}]}, name, dead_letter_topic=dlq)
-        return run(DecryptJob(spark, settings, on_failure="dead-letter", **options))
+        return env.run(DecryptJob(spark, settings, on_failure="dead-letter", **options))
 
     strict = decrypt("strict")
     assert strict["records"] == {"ok": 1, "failed": 5}
@@ -135,7 +127,7 @@ def test_decrypt_dataframe_is_encrypted_only_by_default(spark: SparkSession, pip
     env = pipeline_env
     topic = env.new_topic()
     env.produce_raw(topic, [(b"alice", json.dumps({"name": "Alice", "email": "a@x"}).encode())])
-    run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "enc")))
+    env.run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "enc")))
     enc = f"{topic}.enc"
     doc = json.loads(env.read(enc)[0].value())
     producer = Producer(env.client.producer())

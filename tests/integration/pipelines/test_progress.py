@@ -29,14 +29,6 @@ from strongroom.spark.kafka_sink import SINK_COLUMNS, TransactionalSinkConfig, w
 FIELDS = ["$.name", "$.email", "$.address"]
 
 
-def run(job: Any) -> dict[str, Any]:
-    try:
-        result: dict[str, Any] = job.run()
-        return result
-    finally:
-        job.close()
-
-
 def event_ids(env: Any, topic: str) -> list[str]:
     return [json.loads(m.value())["event_id"] for m in env.read(topic, idle=2.0)]
 
@@ -67,7 +59,7 @@ def test_progress_survives_expired_offsets_and_a_moved_checkpoint(spark: SparkSe
     first = env.settings(fields_rules(topic), "moved")
     encrypt = EncryptJob(spark, first)
     app_id = encrypt.sink.app_id
-    assert run(encrypt)["written"] == 40
+    assert env.run(encrypt)["written"] == 40
     recorded = json.loads((Path(first.checkpoint) / APP_FILE).read_text())
     assert recorded == {"app_id": app_id, "kind": "encrypt"}
 
@@ -79,18 +71,18 @@ def test_progress_survives_expired_offsets_and_a_moved_checkpoint(spark: SparkSe
     events += env.produce_events(topic, 20)
     again = EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved)))
     assert again.sink.app_id == app_id
-    assert run(again)["written"] == 20
+    assert env.run(again)["written"] == 20
     assert sorted(event_ids(env, f"{topic}.enc")) == sorted(e["event_id"] for e in events)
 
     # A crash after the last batch's transactions committed but before Spark recorded the batch, and
     # expired offsets: nothing can tell what that batch wrote, so the pipeline refuses to guess.
     env.produce_events(topic, 10)
-    assert run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved))))["written"] == 10
+    assert env.run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved))))["written"] == 10
     last = max(int(p.name) for p in (moved / "commits").iterdir() if p.name.isdigit())
     (moved / "commits" / str(last)).unlink()
     forget_group(env, f"strongroom-{app_id}")
     with pytest.raises(PipelineError, match=r"offsets\.retention\.minutes") as refused:
-        run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved))))
+        env.run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved))))
     assert "kafka-consumer-groups" in (refused.value.hint or "")
     assert len(event_ids(env, f"{topic}.enc")) == 70
 
@@ -102,12 +94,12 @@ def test_input_that_aged_out_is_counted_reported_and_can_stop_the_job(
     topic = env.new_topic(partitions=1)
     env.produce_events(topic, 30)
     settings = env.settings(fields_rules(topic), "gaps")
-    assert run(EncryptJob(spark, settings))["input_gaps"] == {"offsets": 0, "partitions": {}}
+    assert env.run(EncryptJob(spark, settings))["input_gaps"] == {"offsets": 0, "partitions": {}}
     env.produce_events(topic, 30)
     admin = AdminClient(env.client.admin())
     for future in admin.delete_records([TopicPartition(topic, 0, 45)]).values():
         future.result(30)  # retention took offsets 30..44 before the pipeline came back
-    result = run(EncryptJob(spark, settings))
+    result = env.run(EncryptJob(spark, settings))
     assert result["written"] == 15
     assert result["input_gaps"] == {"offsets": 15, "partitions": {f"{topic}[0]": 15}}
     assert any(r.levelname == "ERROR" and "aged out" in r.getMessage() for r in caplog.records)
@@ -117,7 +109,7 @@ def test_input_that_aged_out_is_counted_reported_and_can_stop_the_job(
         future.result(30)
     failing = env.settings(fields_rules(topic), "gaps", on_input_gap=InputGapPolicy.FAIL)
     with pytest.raises(PipelineError, match=r"aged out .*\[0\]: 5 offsets"):
-        run(EncryptJob(spark, failing))
+        env.run(EncryptJob(spark, failing))
 
 
 def test_one_source_partition_split_over_tasks_is_made_correct_or_refused(
@@ -163,7 +155,7 @@ def test_a_fatal_record_leaves_no_transaction_open(spark: SparkSession, pipeline
     env.produce_events(topic, 6000, customers=50)
     rules = {"rules": [{"topic": topic, "mode": "fields", "fields": FIELDS, "on_reject": "fail"}]}
     with pytest.raises(PipelineError, match="not JSON"):
-        run(EncryptJob(spark, env.settings(rules, "fatal")))
+        env.run(EncryptJob(spark, env.settings(rules, "fatal")))
     deadline = time.monotonic() + 20
     while (held := stable_lag(env, f"{topic}.enc")) and time.monotonic() < deadline:
         time.sleep(1)
@@ -177,7 +169,7 @@ def test_a_killed_runs_open_transaction_is_aborted_by_the_next_start(spark: Spar
     topic = env.new_topic(partitions=2)
     settings = env.settings(fields_rules(topic), "killed", app_id="killed-run")
     env.produce_events(topic, 20)
-    assert run(EncryptJob(spark, settings))["written"] == 20
+    assert env.run(EncryptJob(spark, settings))["written"] == 20
     # What the killed task of partition 1 left behind: records in an open transaction under its transactional id.
     zombie = Producer(
         env.client.producer({"transactional.id": f"strongroom-killed-run-{topic}-1", "transaction.timeout.ms": 300_000})
@@ -188,7 +180,7 @@ def test_a_killed_runs_open_transaction_is_aborted_by_the_next_start(spark: Spar
         zombie.produce(f"{topic}.enc", value=b"never committed")
     zombie.flush(30)
     assert stable_lag(env, f"{topic}.enc") == 5
-    run(EncryptJob(spark, settings))  # no new input at all
+    env.run(EncryptJob(spark, settings))  # no new input at all
     assert stable_lag(env, f"{topic}.enc") == 0
 
 
@@ -213,17 +205,17 @@ def test_parquet_output_writes_files_before_offsets_and_never_overwrites_a_later
     env = pipeline_env
     topic = env.new_topic(partitions=2)
     events = env.produce_events(topic, 40)
-    assert run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 40
+    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 40
     output = tmp_path / "parquet"
     dec_rules = fields_rules(f"{topic}.enc")
 
     def decrypt(name: str) -> dict[str, Any]:
         job = DecryptJob(spark, env.settings(dec_rules, name, app_id="pq"), output="parquet", output_path=str(output))
-        return run(job)
+        return env.run(job)
 
     assert decrypt("pq1")["records"] == {"ok": 40}
     events += env.produce_events(topic, 20)
-    assert run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 20
+    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 20
     # The decrypt checkpoint is lost: batch ids start again at 0, the offsets in Kafka still say what was done.
     assert decrypt("pq2-new-checkpoint")["records"] == {"ok": 20}
     directories = sorted(p.name for p in output.iterdir() if p.name.startswith("batch_id="))

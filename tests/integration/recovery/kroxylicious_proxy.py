@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from strongroom._resources import resource_path
-from strongroom.testing.kafka_dist import cache_dir
+from strongroom.paths import cache_dir
 from strongroom.testing.process import free_port, port_answers
 
 VERSION = "0.12.0"

@@ -19,11 +19,11 @@ import pytest
 from recovery_stack import run_cli
 
 from strongroom.audit.oplog import OperationsLog
+from strongroom.clients.consumer import DecryptingConsumer
+from strongroom.clients.errors import DecryptFailed
+from strongroom.clients.producer import EncryptingProducer, ProduceOutcome
+from strongroom.clients.records import MessageStatus
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.consumer import DecryptingConsumer
-from strongroom.kafka.errors import DecryptFailed
-from strongroom.kafka.producer import EncryptingProducer, ProduceOutcome
-from strongroom.kafka.records import MessageStatus
 from strongroom.keys import KeyManager, KeyTable, SubjectKey, create_keys_topic
 from strongroom.keys.lost import read_wrapping_key_states
 from strongroom.keys.topic import KeysTopic

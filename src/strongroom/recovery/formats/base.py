@@ -17,7 +17,7 @@ one length check); an integration test feeds both the same records, garbage incl
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from strongroom.recovery.dependency import KeyDependency, RecordKeys
@@ -103,7 +103,3 @@ def sql_byte(column: str, position: str | int) -> str:
 def sql_u16(column: str, position: str | int) -> str:
     """Big-endian unsigned 16-bit integer at a 1-based position; missing bytes read as 0."""
     return f"({sql_byte(column, position)} * 256 + {sql_byte(column, f'({position}) + 1')})"
-
-
-def distinct_prefixes(records: Iterable[RecordKeys]) -> set[bytes]:
-    return {prefix for record in records for prefix in record.prefixes}

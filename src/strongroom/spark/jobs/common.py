@@ -19,8 +19,9 @@ from pyspark.sql.streaming.query import StreamingQuery
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.kafka.transport import log_starts, new_admin, topic_partitions
 from strongroom.rules import EncryptionRules
-from strongroom.spark.jobs.progress import app_id_for, log_starts, read_checkpoint, restore_progress
+from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_progress
 from strongroom.spark.kafka_sink import RowTransform, TransactionalSinkConfig, write_exactly_once
 from strongroom.spark.session import jvm_log
 
@@ -146,14 +147,12 @@ def source_rows(batch: DataFrame) -> DataFrame:
 
 def source_partitions(client: ClientConfig, rules: EncryptionRules) -> list[tuple[str, int]]:
     """Every partition of the cluster's topics the rules cover now."""
-    from confluent_kafka.admin import AdminClient
-
-    metadata = AdminClient(client.admin()).list_topics(timeout=30)
+    counts = topic_partitions(new_admin(client))
     return sorted(
         (name, p)
-        for name, topic in metadata.topics.items()
+        for name, n in counts.items()
         if not name.startswith("__") and any(r.matches(name) for r in rules.rules)
-        for p in topic.partitions
+        for p in range(n)
     )
 
 
@@ -247,35 +246,6 @@ class Counters:
             },
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
-
-
-def dead_letter(frame: DataFrame, status: str, dlq_topic: str, *, original_value: str = "value") -> DataFrame:
-    """Route rows of ``status`` to the dead-letter topic, unchanged, with the reason in headers."""
-    is_dead = F.col("status") == status
-    reason_header = F.struct(
-        F.lit("strongroom.dead-letter.reason").alias("key"), F.col("reason").cast("binary").alias("value")
-    )
-    source_header = F.struct(
-        F.lit("strongroom.dead-letter.source").alias("key"),
-        F.concat_ws("/", F.col("src_topic"), F.col("src_partition").cast("string"), F.col("src_offset").cast("string"))
-        .cast("binary")
-        .alias("value"),
-    )
-    return (
-        frame.withColumn("emit", F.when(is_dead, F.lit(True)).otherwise(F.col("emit")))
-        .withColumn("topic", F.when(is_dead, F.lit(dlq_topic)).otherwise(F.col("topic")))
-        .withColumn("value", F.when(is_dead, F.col(original_value)).otherwise(F.col("value")))
-        .withColumn(
-            "headers",
-            F.when(
-                is_dead,
-                F.concat(
-                    F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
-                    F.array(reason_header, source_header),
-                ),
-            ).otherwise(F.col("headers")),
-        )
-    )
 
 
 class StreamingJob:

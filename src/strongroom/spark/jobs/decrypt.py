@@ -30,7 +30,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -39,8 +40,10 @@ from pyspark.sql import functions as F
 from strongroom.envelope import RecordContext, decrypt_json_fields, decrypt_value
 from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import EnvelopeError, KeysError, KmsError, PipelineError, StrongroomError
+from strongroom.kafka.transport import committed
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
+from strongroom.policies import OnErasedRecord, OnFailure
 from strongroom.spark.dataframes import LOST_KEY_REASON, classify_key
 from strongroom.spark.jobs.common import (
     Counters,
@@ -55,7 +58,6 @@ from strongroom.spark.jobs.common import (
     wait_out_kms_outage,
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
-from strongroom.spark.jobs.progress import group_offsets
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
@@ -69,7 +71,6 @@ from strongroom.spark.transforms import (
 
 log = logging.getLogger(__name__)
 
-OnFailure = Literal["fail", "dead-letter", "skip"]
 LOST_KEK_HINT = (
     "restore the KEK (cancel its deletion, undo the soft-delete) or run `strongroom recover scan`; "
     "or rerun with --on-failure dead-letter/skip"
@@ -78,7 +79,14 @@ DAMAGED_HINT = (
     "the record is damaged, was moved from elsewhere, or needs a newer strongroom; "
     "rerun with --on-failure dead-letter to quarantine it"
 )
-Output = Literal["kafka", "parquet", "console"]
+
+
+class DecryptOutput(StrEnum):
+    """Where ``strongroom decrypt`` writes."""
+
+    KAFKA = "kafka"  # exactly once, in transactions with the source offsets
+    PARQUET = "parquet"  # files first, then the offsets
+    CONSOLE = "console"  # printed (at least once)
 
 
 class DecryptJob(StreamingJob):
@@ -93,11 +101,11 @@ class DecryptJob(StreamingJob):
         settings: PipelineSettings,
         *,
         kms: Kms | None = None,
-        output: Output = "kafka",
+        output: DecryptOutput | str = DecryptOutput.KAFKA,
         output_path: str | None = None,
         output_topic: str = "$(base).decrypted",
-        on_failure: OnFailure = "fail",
-        erased: Literal["drop", "mark"] = "drop",
+        on_failure: OnFailure | str = OnFailure.FAIL,
+        erased: OnErasedRecord | str = OnErasedRecord.DROP,
         lost_kek_wait_s: float = 300.0,
         kek_recheck_s: float = 15.0,
         topic_map: dict[str, str] | None = None,
@@ -116,12 +124,12 @@ class DecryptJob(StreamingJob):
         self.spark = spark
         self.settings = settings
         self.kms = kms or kms_from_config(settings.kms)
-        self.table = KeyTable(settings.client, self.kms, topic=settings.keys_topic)
-        self.output = output
+        self.table = KeyTable(settings.client, self.kms, topic=settings.keys_topic).open()
+        self.output = DecryptOutput(output)
         self.output_path = output_path
         self.output_topic_template = output_topic
-        self.on_failure = on_failure
-        self.erased = erased
+        self.on_failure = OnFailure(on_failure)
+        self.erased = OnErasedRecord(erased)
         self.lost_kek_wait_s = lost_kek_wait_s
         self.kek_recheck_s = kek_recheck_s
         self.topic_map = dict(topic_map or {})
@@ -237,7 +245,7 @@ class DecryptJob(StreamingJob):
                           frame.select("src_topic", "src_partition").distinct().collect()}  # fmt: skip
             if not partitions:
                 return
-            done = group_offsets(self.settings.client, self.sink.group_id, partitions)
+            done = committed(self.settings.client, self.sink.group_id, partitions)
             fresh = frame.filter(_at_or_after(done))
             fatal = fresh.filter(F.col("fatal")).select("src_topic", "src_partition", "src_offset", "reason").head()
             if fatal is not None:

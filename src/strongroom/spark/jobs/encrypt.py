@@ -9,7 +9,7 @@ per Arrow batch of records:
    a key for every subject, creating missing ones in one round and **flushing them to the keys topic
    before the answer** — so before any record that needs them is written — and applies the
    post-erasure policy to erased subjects;
-3. seal the whole value or the rule's JSON fields (:class:`~strongroom.kafka.sealing.RuleCodec`, the
+3. seal the whole value or the rule's JSON fields (:class:`~strongroom.clients.sealing.RuleCodec`, the
    client library's core: byte-compatible by construction), marker header first;
 4. reject what cannot be sealed (no subject, not a JSON object in field mode, too large): stop, naming
    topic, partition and offset (``on_reject: fail``), or send it unchanged to the dead-letter topic —

@@ -32,6 +32,7 @@ from typing import Any
 
 from strongroom.errors import PipelineError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -65,25 +66,6 @@ def pending_topic_for(app_id: str) -> str:
     return f"strongroom-{app_id}-pending"
 
 
-def pending_headers_columns() -> Any:
-    """Spark columns appending the pending headers to a sink frame row (used by the decrypt job)."""
-    from pyspark.sql import functions as F
-
-    def header(name: str, value: Any) -> Any:
-        return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
-
-    source = F.concat_ws(
-        "/", F.col("src_topic"), F.col("src_partition").cast("string"), F.col("src_offset").cast("string")
-    )
-    return F.array(
-        header(H_SUBJECT, F.coalesce(F.col("subject"), F.lit(""))),
-        header(H_SOURCE, source),
-        header(H_SINCE, F.lit(str(int(time.time() * 1000)))),
-        header(H_TIMESTAMP, F.col("timestamp_ms").cast("string")),
-        header(H_RULE, F.col("rule").cast("string")),
-    )
-
-
 class PendingBuffer:
     """The driver's view of the pending topic, and the release transaction."""
 
@@ -112,9 +94,9 @@ class PendingBuffer:
 
     # ------------------------------------------------------------------ reading the buffer
     def _ensure_topic(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient(self.client.admin())
+        admin = new_admin(self.client)
         metadata = admin.list_topics(timeout=30)
         if self.topic in metadata.topics:
             return
@@ -127,9 +109,8 @@ class PendingBuffer:
                 raise PipelineError(f"cannot create the pending topic {self.topic!r}: {exc}") from None
 
     def _consumer(self) -> Any:
-        from confluent_kafka import Consumer
 
-        return Consumer(self.client.consumer(self.group, {"enable.partition.eof": True}))
+        return new_consumer(self.client, self.group, {"enable.partition.eof": True})
 
     def _load(self) -> None:
         """Rebuild the held records from the release group's offset to the end (after a restart)."""
@@ -149,7 +130,7 @@ class PendingBuffer:
 
         consumer = self._consumer()
         try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=30)
+            _, high = watermarks(consumer, self.topic, 0, timeout=30)
             if self._position >= high:
                 return
             consumer.assign([TopicPartition(self.topic, 0, self._position)])
@@ -284,12 +265,9 @@ class PendingBuffer:
 
     def _transactional_producer(self) -> Any:
         if self._producer is None:
-            from confluent_kafka import Producer
-
-            self._producer = Producer(
-                self.client.producer(
-                    {"transactional.id": f"strongroom-{self.app_id}-release", "transaction.timeout.ms": 600_000}
-                )
+            self._producer = new_producer(
+                self.client,
+                {"transactional.id": f"strongroom-{self.app_id}-release", "transaction.timeout.ms": 600_000},
             )
             self._producer.init_transactions(120)
         return self._producer

@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import commit, committed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -143,43 +143,32 @@ def restore_progress(client: ClientConfig, group_id: str, progress: CheckpointPr
 
     Returns the offsets restored.
     """
-    from confluent_kafka import Consumer, TopicPartition
-
     relevant = {tp: o for tp, o in progress.committed.items() if o > 0}
     touched = _pending_partitions(progress)
     wanted = sorted(set(relevant) | touched)
-    if not wanted:
-        return {}
-    consumer = Consumer(client.consumer(group_id, {"enable.auto.commit": False}))
-    try:
-        found = consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=60)
-        known = {(tp.topic, tp.partition) for tp in found if tp.offset >= 0}
-        forgotten = [tp for tp in wanted if tp not in known]
-        unsafe = sorted(tp for tp in forgotten if tp in touched)
-        if unsafe:
-            names = ", ".join(f"{t}[{p}]" for t, p in unsafe[:5])
-            raise PipelineError(
-                f"the consumer group {group_id} no longer has the committed offsets of {names} (they expired after "
-                "the broker's offsets.retention.minutes, or the group was deleted), and the checkpoint's last batch "
-                "read those partitions but never completed, so it cannot be told which of its records were written",
-                hint="restore the group's offsets from your records of the output (kafka-consumer-groups "
-                "--reset-offsets), or accept that the last batch may be written twice by restarting with a new "
-                "checkpoint and --starting-offsets latest; raise offsets.retention.minutes above the longest pause",
-            )
-        restore = {tp: relevant[tp] for tp in forgotten if tp in relevant}
-        if restore:
-            consumer.commit(
-                offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(restore.items())], asynchronous=False
-            )
-            log.warning(
-                "the consumer group %s had forgotten the committed offsets of %d partitions "
-                "(offsets.retention.minutes); restored them from the checkpoint",
-                group_id,
-                len(restore),
-            )
-        return restore
-    finally:
-        consumer.close()
+    known = {tp for tp, offset in committed(client, group_id, wanted).items() if offset >= 0}
+    forgotten = [tp for tp in wanted if tp not in known]
+    unsafe = sorted(tp for tp in forgotten if tp in touched)
+    if unsafe:
+        names = ", ".join(f"{t}[{p}]" for t, p in unsafe[:5])
+        raise PipelineError(
+            f"the consumer group {group_id} no longer has the committed offsets of {names} (they expired after "
+            "the broker's offsets.retention.minutes, or the group was deleted), and the checkpoint's last batch "
+            "read those partitions but never completed, so it cannot be told which of its records were written",
+            hint="restore the group's offsets from your records of the output (kafka-consumer-groups "
+            "--reset-offsets), or accept that the last batch may be written twice by restarting with a new "
+            "checkpoint and --starting-offsets latest; raise offsets.retention.minutes above the longest pause",
+        )
+    restore = {tp: relevant[tp] for tp in forgotten if tp in relevant}
+    if restore:
+        commit(client, group_id, restore)
+        log.warning(
+            "the consumer group %s had forgotten the committed offsets of %d partitions "
+            "(offsets.retention.minutes); restored them from the checkpoint",
+            group_id,
+            len(restore),
+        )
+    return restore
 
 
 def _pending_partitions(progress: CheckpointProgress) -> set[Partition]:
@@ -187,36 +176,3 @@ def _pending_partitions(progress: CheckpointProgress) -> set[Partition]:
     if progress.pending is None:
         return set()
     return {tp for tp, end in progress.pending.items() if end > progress.committed.get(tp, 0)}
-
-
-def group_offsets(client: ClientConfig, group_id: str, partitions: Mapping[Partition, Any]) -> dict[Partition, int]:
-    """The group's committed offset per partition (-1 where it has none)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    if not partitions:
-        return {}
-    consumer = Consumer(client.consumer(group_id, {"enable.auto.commit": False}))
-    try:
-        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=60)
-        return {(tp.topic, tp.partition): int(tp.offset) for tp in found}
-    finally:
-        consumer.close()
-
-
-def log_starts(client: ClientConfig, partitions: Mapping[Partition, Any]) -> dict[Partition, int]:
-    """Each partition's log start offset (partitions whose leader does not answer are left out)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    consumer = Consumer(client.consumer(f"strongroom-probe-{id(partitions)}", {"enable.auto.commit": False}))
-    try:
-        out: dict[Partition, int] = {}
-        for topic, partition in partitions:
-            try:
-                found = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
-            except KafkaException:
-                found = None
-            if found is not None:
-                out[(topic, partition)] = int(found[0])
-        return out
-    finally:
-        consumer.close()

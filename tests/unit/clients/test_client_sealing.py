@@ -9,6 +9,16 @@ from typing import Any
 
 import pytest
 
+from strongroom.clients.sealing import (
+    Erased,
+    Failed,
+    KmsDown,
+    Opened,
+    Passthrough,
+    Pending,
+    RuleCodec,
+    UnsupportedKeyRef,
+)
 from strongroom.envelope import (
     IntegrityError,
     RecordContext,
@@ -21,7 +31,6 @@ from strongroom.envelope import (
     parse,
     seal,
 )
-from strongroom.kafka.sealing import Erased, Failed, KmsDown, Opened, Passthrough, Pending, RuleCodec, UnsupportedKeyRef
 from strongroom.keys.errors import KeyTableClosed
 from strongroom.kms.errors import KekDisabled, KmsUnavailable
 from strongroom.rules import TopicRule
@@ -267,7 +276,7 @@ def test_unmarked_plaintext_with_json_escapes_still_passes_when_plaintext_is_all
 
 
 def test_the_duplicate_key_downgrade_is_rejected_when_sealing() -> None:
-    from strongroom.kafka.sealing import Rejected, seal_record
+    from strongroom.clients.sealing import Rejected, seal_record
 
     codec = RuleCodec(FIELDS_RULE)
     sealed = json.loads(codec.seal_value(json.dumps(DOC).encode(), "orders.enc", "cust-1", KEY_ID, DEK))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from strongroom.clients.records import Header, NoSubject, subject_of, with_marker, without_marker
 from strongroom.envelope.aad import RecordContext
 from strongroom.envelope.codec import decrypt_value, seal
 from strongroom.envelope.errors import SubjectErased
@@ -40,7 +41,6 @@ from strongroom.envelope.json_fields import (
 from strongroom.envelope.jsonpath import FieldRules
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
 from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, StrongroomError
-from strongroom.kafka.records import Header, NoSubject, subject_of, with_marker, without_marker
 from strongroom.keys.errors import KeyTableClosed
 from strongroom.keys.records import MAX_SUBJECT_BYTES
 from strongroom.kms.errors import KmsUnavailable

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from client_kit import ClientEnv, poll_all, poll_until
 
+from strongroom.clients.errors import RecordRejected
+from strongroom.clients.producer import ProduceOutcome, ProducerRecord
+from strongroom.clients.records import MessageStatus
 from strongroom.demo.data import PII_PATHS, customer_events
 from strongroom.envelope import SubjectKeyRef, parse
-from strongroom.kafka.errors import RecordRejected
-from strongroom.kafka.producer import ProduceOutcome, ProducerRecord
-from strongroom.kafka.records import MessageStatus
 from strongroom.keys.erasure import erase
 
 

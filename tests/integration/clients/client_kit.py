@@ -10,9 +10,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strongroom.clients.consumer import DecryptingConsumer
+from strongroom.clients.producer import EncryptingProducer
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.consumer import DecryptingConsumer
-from strongroom.kafka.producer import EncryptingProducer
 from strongroom.keys.manager import KeyManager
 from strongroom.keys.table import KeyTable
 from strongroom.keys.topic import create_keys_topic
@@ -53,7 +53,7 @@ class ClientEnv:
         return manager
 
     def key_table(self, topic: str | None = None, kms: Kms | None = None) -> KeyTable:
-        table = KeyTable(self.client, kms or self.kms, topic=topic or self.keys_topic)
+        table = KeyTable(self.client, kms or self.kms, topic=topic or self.keys_topic).open()
         self._closers.append(table.close)
         return table
 

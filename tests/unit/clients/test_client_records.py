@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from strongroom.errors import ConfigError
-from strongroom.kafka.records import (
+from strongroom.clients.records import (
     NoSubject,
     java_double_text,
     normalize_headers,
@@ -17,6 +16,7 @@ from strongroom.kafka.records import (
     with_marker,
     without_marker,
 )
+from strongroom.errors import ConfigError
 from strongroom.rules import EncryptionRules, TopicRule
 
 

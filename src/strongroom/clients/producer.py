@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
-from strongroom.kafka.config import ClientConfig, produce_when_room
-from strongroom.kafka.errors import ClientClosed, DeliveryFailed, RecordRejected
-from strongroom.kafka.records import (
+from strongroom.clients.errors import ClientClosed, DeliveryFailed, RecordRejected
+from strongroom.clients.records import (
     DEAD_LETTER_REASON,
     DEAD_LETTER_SOURCE,
     Header,
@@ -41,8 +40,10 @@ from strongroom.kafka.records import (
     key_fingerprint,
     normalize_headers,
 )
-from strongroom.kafka.sealing import Rejected, RuleCodec, seal_record
+from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
 from strongroom.rules import EncryptionRules
@@ -133,7 +134,7 @@ class EncryptingProducer:
         self.config = conf
         max_bytes = int(conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES))
         self._topics = TopicLimits(client_config, create=create_topics, producer_max_bytes=max_bytes)
-        self._producer = Producer(conf)
+        self._producer = build_producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
         self._lock = threading.Lock()

@@ -1,6 +1,6 @@
 """The decrypting consumer: poll encrypted topics, get plaintext, exactly as the Spark decrypt pipeline sees it.
 
-``DecryptingConsumer.poll()`` returns a :class:`~strongroom.kafka.records.DecryptedMessage` per record:
+``DecryptingConsumer.poll()`` returns a :class:`~strongroom.clients.records.DecryptedMessage` per record:
 decrypted (marker header removed, other headers, key and timestamp as they were), passed through (tombstones
 and unencrypted records), or — for an erased subject — with its encrypted fields set to null (field
 mode) or dropped / marked with a null value and a ``strongroom.erased`` header (whole-value mode,
@@ -13,11 +13,11 @@ Records are never lost and never delivered out of partition order:
   ``recheck_interval_s``; when the key arrives the partition resumes at that record. A record waiting
   longer than ``pending_timeout_s`` becomes a failure under the failure policy.
 * **KMS unreachable**: the same hold, retried with exponential backoff; it is never reported as a lost
-  key. After ``kms_outage_wait_s`` ``poll`` raises :class:`~strongroom.kafka.errors.KmsOutage` (and keeps
+  key. After ``kms_outage_wait_s`` ``poll`` raises :class:`~strongroom.clients.errors.KmsOutage` (and keeps
   the record for the next poll) whatever the failure policy: an outage is not a reason to skip data.
 * **Cannot decrypt** (lost or disabled KEK, tampered or moved record, unknown format version, no
   subject): ``on_failure="fail"`` (default) seeks back to the record and raises
-  :class:`~strongroom.kafka.errors.DecryptFailed` naming topic, partition, offset and the KEK or reason;
+  :class:`~strongroom.clients.errors.DecryptFailed` naming topic, partition, offset and the KEK or reason;
   the consumer stays usable and the next ``poll`` delivers that record again, so an application that
   retries after the KEK is restored heals without a restart. ``"dead-letter"`` sends the ciphertext
   unchanged to the dead-letter topic with ``strongroom.dead-letter.reason``/``.source`` headers;
@@ -39,13 +39,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
-from strongroom.kafka.config import ClientConfig, produce_when_room
-from strongroom.kafka.errors import ClientClosed, DecryptFailed, DeliveryFailed, KmsOutage
-from strongroom.kafka.records import (
+from strongroom.clients.errors import ClientClosed, DecryptFailed, DeliveryFailed, KmsOutage
+from strongroom.clients.records import (
     DEAD_LETTER_REASON,
     DEAD_LETTER_SOURCE,
     ERASED_HEADER,
@@ -55,16 +53,17 @@ from strongroom.kafka.records import (
     rule_for_encrypted,
     without_marker,
 )
-from strongroom.kafka.sealing import Erased, Failed, KmsDown, Opened, Outcome, Passthrough, Pending, RuleCodec
+from strongroom.clients.sealing import Erased, Failed, KmsDown, Opened, Outcome, Passthrough, Pending, RuleCodec
+from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
+from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.table import KeyTable
+from strongroom.policies import OnErasedRecord, OnFailure, OnPending
 from strongroom.rules import EncryptionRules
 
 log = logging.getLogger(__name__)
 
-OnFailure = Literal["fail", "dead-letter", "skip"]
-ErasedPolicy = Literal["drop", "mark"]
-PendingPolicy = Literal["wait", "fail"]
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
 _KMS_BACKOFF_START: Final = 0.5
@@ -113,9 +112,9 @@ class DecryptingConsumer:
         *,
         group_id: str,
         topic_map: Mapping[str, str] | None = None,
-        on_failure: OnFailure = "fail",
-        erased: ErasedPolicy = "drop",
-        pending: PendingPolicy = "wait",
+        on_failure: OnFailure | str = OnFailure.FAIL,
+        erased: OnErasedRecord | str = OnErasedRecord.DROP,
+        pending: OnPending | str = OnPending.WAIT,
         dead_letter_topic: str | None = None,
         consumer_overrides: Mapping[str, Any] | None = None,
         pending_timeout_s: float = 300.0,
@@ -124,18 +123,18 @@ class DecryptingConsumer:
         create_topics: bool = True,
         encrypted_only: bool = True,
     ) -> None:
-        _check_choice("on_failure", on_failure, ("fail", "dead-letter", "skip"))
-        _check_choice("erased", erased, ("drop", "mark"))
-        _check_choice("pending", pending, ("wait", "fail"))
+        _check_choice("on_failure", on_failure, tuple(OnFailure))
+        _check_choice("erased", erased, tuple(OnErasedRecord))
+        _check_choice("pending", pending, tuple(OnPending))
         if on_failure == "dead-letter" and not dead_letter_topic:
             raise ConfigError("on_failure='dead-letter' needs a dead-letter topic", hint="pass dead_letter_topic=...")
         self.client_config = client_config
         self.rules = rules
         self.table = key_table
         self.topic_map = dict(topic_map or {})
-        self.on_failure = on_failure
-        self.erased = erased
-        self.pending = pending
+        self.on_failure = OnFailure(on_failure)
+        self.erased = OnErasedRecord(erased)
+        self.pending = OnPending(pending)
         self.dead_letter_topic = dead_letter_topic
         self.pending_timeout_s = pending_timeout_s
         self.kms_outage_wait_s = kms_outage_wait_s
@@ -145,7 +144,7 @@ class DecryptingConsumer:
         self.config = client_config.consumer(
             group_id, {**(consumer_overrides or {}), "enable.auto.offset.store": False}
         )
-        self._consumer = Consumer(self.config)
+        self._consumer = build_consumer(self.config)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._holds: dict[tuple[str, int], _Hold] = {}
         #: Messages taken from librdkafka but not handled yet (dropped for a partition that seeks).
@@ -547,7 +546,7 @@ class DecryptingConsumer:
                 producer_max_bytes=int(conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES)),
             )
             limits.max_value_bytes(self.dead_letter_topic, msg.topic())
-            self._dlq = Producer(conf)
+            self._dlq = build_producer(conf)
         source = f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()
         out_headers = [*headers, (DEAD_LETTER_REASON, reason.encode("utf-8")), (DEAD_LETTER_SOURCE, source)]
         kwargs: dict[str, Any] = {"key": msg.key(), "value": msg.value(), "headers": out_headers}

@@ -14,8 +14,8 @@ from client_kit import ClientEnv, poll_all
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from strongroom.clients.records import MessageStatus
 from strongroom.demo.data import PII_PATHS, customer_events
-from strongroom.kafka.records import MessageStatus
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.common import PipelineSettings
 from strongroom.spark.jobs.decrypt import DecryptJob

@@ -10,8 +10,8 @@ import pytest
 from client_kit import ClientEnv, poll_all, poll_until
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strongroom.clients.errors import DecryptFailed
 from strongroom.envelope import IntegrityError, UnsupportedFormatVersion
-from strongroom.kafka.errors import DecryptFailed
 from strongroom.kms.errors import KekDisabled
 from strongroom.testing.forwarder import TcpForwarder
 

@@ -1,0 +1,278 @@
+"""The key table's reader thread: follows every partition of the keys topic into the local store.
+
+It never stops reading (erasure markers reach running readers within a poll interval), applies records
+in batches, remembers how far each partition is applied (so callers can wait for their own writes to
+come back), and tells its owner what each batch changed through ``on_effects`` — the owner keeps the
+in-memory caches. A failure of the thread is recorded: every wait, and every lookup of the owner,
+fails closed afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import KafkaError as RdKafkaError
+
+from strongroom.errors import StrongroomError
+from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import new_consumer, watermarks
+from strongroom.keys import records
+from strongroom.keys.errors import CorruptKeyRecord, KeyTableClosed, KeyTableTimeout
+from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
+from strongroom.keys.store import ApplyEffects, KeyStore
+from strongroom.keys.topic import KeysTopic
+
+log = logging.getLogger(__name__)
+
+_PARTITION_CHECK_SECONDS: Final = 30.0
+_MAX_PROBLEMS: Final = 20
+#: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that
+#: much in its heap for good (the allocator does not give it back). A few MiB keep it busy just as well.
+_BOUNDED_FETCH: Final = {
+    "queued.min.messages": 5000,
+    "queued.max.messages.kbytes": 8192,
+    "fetch.max.bytes": 4 * 1024 * 1024,
+}
+
+
+class KeysFollower:
+    """Applies the keys topic to ``store`` in a background thread. The constructor does no I/O."""
+
+    def __init__(
+        self,
+        client: ClientConfig,
+        topic: str,
+        store: KeyStore,
+        partitions: int,
+        *,
+        on_effects: Callable[[ApplyEffects], None],
+        on_reset: Callable[[], None],
+        on_tick: Callable[[], None],
+        poll_timeout: float = 0.1,
+    ) -> None:
+        self.client = client
+        self.topic = topic
+        self.store = store
+        self.partitions = partitions
+        self.poll_timeout = poll_timeout
+        self._on_effects = on_effects
+        self._on_reset = on_reset
+        self._on_tick = on_tick
+        self._progress = threading.Condition()
+        self._applied: dict[int, int] = dict.fromkeys(range(partitions), 0)
+        self.eof: set[int] = set()
+        self.corrupt_wks: set[bytes] = set()
+        self.problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
+        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0}
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._probe: Consumer | None = None
+        self._probe_lock = threading.Lock()
+        self._ready = threading.Event()
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, on_ready: Callable[[], None]) -> None:
+        """Start reading; ``on_ready`` runs in the thread once the partitions are assigned, before the
+        first record is applied (the owner registers as a reader there)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(on_ready,), name=f"strongroom-keytable-{self.topic}", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        if self._probe is not None:
+            self._probe.close()
+        with self._progress:
+            self._progress.notify_all()
+
+    def check_alive(self) -> None:
+        if self.failure is not None:
+            raise KeyTableClosed(
+                f"the key table's reader thread stopped: {self.failure}",
+                hint="erasures are no longer applied; create a new KeyTable",
+            )
+
+    # ------------------------------------------------------------------ waiting
+    def applied_offsets(self) -> dict[int, int]:
+        """Next offset to apply per keys partition (everything below it is applied)."""
+        with self._progress:
+            return dict(self._applied)
+
+    def caught_up(self) -> bool:
+        return len(self.eof) >= self.partitions
+
+    def wait_for_offsets(self, targets: Mapping[int, int], timeout: float = 60.0) -> None:
+        """Block until every partition ``p`` in ``targets`` is applied up to (excluding) ``targets[p]``.
+
+        ``timeout`` is how long the table may make *no progress* before :class:`KeyTableTimeout`: a
+        cold table over ten million subjects takes minutes to catch up, and that is not a failure.
+        """
+        deadline = time.monotonic() + timeout
+        progress = sum(self._applied.values())
+        with self._progress:
+            while True:
+                self.check_alive()
+                behind = {p: o for p, o in targets.items() if self._applied.get(p, 0) < o}
+                if not behind:
+                    return
+                now_progress = sum(self._applied.values())
+                if now_progress != progress:
+                    progress = now_progress
+                    deadline = time.monotonic() + timeout
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KeyTableTimeout(
+                        f"key table of {self.topic!r} made no progress towards offsets {behind} for "
+                        f"{timeout:.0f}s (it is at {{{', '.join(f'{p}: {self._applied.get(p, 0)}' for p in behind)}}})"
+                    )
+                self._progress.wait(min(remaining, 0.5))
+
+    def wait_caught_up(self, timeout: float = 60.0) -> None:
+        """Block until everything written to the keys topic before this call is applied."""
+        ends = {p: high for p, (_, high) in self.watermarks().items()}
+        self.wait_for_offsets(ends, timeout)
+
+    def watermarks(self, partitions: list[int] | None = None) -> dict[int, tuple[int, int]]:
+        wanted = list(range(self.partitions)) if partitions is None else partitions
+        with self._probe_lock:
+            if self._probe is None:
+                self._probe = new_consumer(self.client, "strongroom-keys-probe", {"log_level": 0})
+            return {p: watermarks(self._probe, self.topic, p, timeout=15) for p in wanted}
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self, on_ready: Callable[[], None]) -> None:
+        consumer: Consumer | None = None
+        try:
+            consumer = new_consumer(
+                self.client,
+                "strongroom-key-table",
+                # a writer waits for its own keys to come back through here: fetch without delay
+                {"enable.partition.eof": True, "fetch.wait.max.ms": 10, "log_level": 0, **_BOUNDED_FETCH},
+            )
+            self._assign(consumer)
+            on_ready()
+            last_partition_check = time.monotonic()
+            while not self._stop.is_set():
+                messages = consumer.consume(5000, self.poll_timeout)
+                if messages:
+                    self._apply(messages)
+                now = time.monotonic()
+                if now - last_partition_check > _PARTITION_CHECK_SECONDS:
+                    last_partition_check = now
+                    self._follow_new_partitions(consumer)
+                self._on_tick()
+        except BaseException as exc:  # noqa: BLE001 - recorded; every lookup now fails closed
+            log.error("key table reader of %s stopped: %s", self.topic, exc)
+            self.failure = exc
+        finally:
+            if consumer is not None:
+                consumer.close()
+            with self._progress:
+                self._progress.notify_all()
+
+    def _assign(self, consumer: Consumer) -> None:
+        stored = self.store.next_offsets()
+        if stored:
+            ends = self.watermarks()
+            if any(stored.get(p, 0) > high for p, (_, high) in ends.items()):
+                log.warning("keys topic %s is shorter than the persistent store remembers: rebuilding", self.topic)
+                self.store.reset()
+                self._on_reset()
+                stored = {}
+        with self._progress:
+            for p in range(self.partitions):
+                self._applied[p] = stored.get(p, 0)
+        consumer.assign(
+            [TopicPartition(self.topic, p, stored.get(p, OFFSET_BEGINNING)) for p in range(self.partitions)]
+        )
+
+    def _follow_new_partitions(self, consumer: Consumer) -> None:
+        try:
+            current = KeysTopic(self.client, self.topic).partitions
+        except StrongroomError:
+            return
+        if current > self.partitions:
+            message = (
+                f"keys topic {self.topic!r} grew from {self.partitions} to {current} partitions: "
+                "subjects moved partitions, key ordering guarantees are void (never add partitions)"
+            )
+            log.error(message)
+            self.problems.append(message)
+            added = list(range(self.partitions, current))
+            consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in added])
+            with self._progress:
+                for p in added:
+                    self._applied[p] = 0
+            self.partitions = current
+
+    def _apply(self, messages: list[Any]) -> None:
+        batch, next_offsets = self._decode_batch(messages)
+        with self._progress:
+            next_offsets = {p: o for p, o in next_offsets.items() if o > self._applied.get(p, 0)}
+        if not batch and not next_offsets:
+            return
+        effects = self.store.apply(batch, next_offsets)
+        self._on_effects(effects)
+        with self._progress:
+            self._applied.update(next_offsets)
+            self._progress.notify_all()
+
+    def _decode_batch(self, messages: list[Any]) -> tuple[list[tuple[int, int, KeysRecord]], dict[int, int]]:
+        batch: list[tuple[int, int, KeysRecord]] = []
+        next_offsets: dict[int, int] = {}
+        for msg in messages:
+            partition = msg.partition()
+            err = msg.error()
+            if err is not None:
+                if err.code() == RdKafkaError._PARTITION_EOF:
+                    next_offsets[partition] = max(next_offsets.get(partition, 0), msg.offset())
+                    self.eof.add(partition)
+                elif err.fatal():
+                    raise KeyTableClosed(f"reading keys topic {self.topic!r} failed: {err}")
+                else:
+                    log.warning("reading keys topic %s: %s (retrying)", self.topic, err)
+                continue
+            offset = msg.offset()
+            if offset < self._applied.get(partition, 0):
+                continue  # never apply an offset twice (a store that is ahead of a re-fetch)
+            next_offsets[partition] = offset + 1
+            self.counters["records"] += 1
+            record = self._decode(partition, offset, msg.key(), msg.value())
+            if record is not None:
+                batch.append((partition, offset, record))
+        return batch, next_offsets
+
+    def _decode(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> KeysRecord | None:
+        try:
+            record = records.decode(key, value)
+        except CorruptKeyRecord as exc:
+            self.counters["corrupt"] += 1
+            problem = f"skipped keys record {self.topic}/{partition}@{offset}: {exc.problem}"
+            log.warning("%s (%s)", problem, exc.hint)
+            self.problems.append(problem)
+            if key and key.startswith(records.WRAPPING_KEY_PREFIX) and len(key) == 2 + records.WK_ID_SIZE:
+                self.corrupt_wks.add(key[2:])
+            return None
+        if isinstance(record, ErasureMarker) and record.problem:
+            problem = (
+                f"erasure marker {self.topic}/{partition}@{offset} has an unreadable value "
+                f"({record.problem}); applied anyway"
+            )
+            log.warning(problem)
+            self.problems.append(problem)
+        if isinstance(record, records.SubjectKeyTombstone):
+            self.counters["tombstones"] += 1
+        if isinstance(record, WrappingKeyRecord):
+            self.corrupt_wks.discard(record.wk_id)
+        return record
