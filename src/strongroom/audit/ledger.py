@@ -17,6 +17,7 @@ ledger did not see: those records are ``unledgered``, not ``ok``.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from strongroom.kafka.config import ClientConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -67,10 +70,17 @@ def capture_ledger(
     stop: Callable[[], bool] | None = None,
 ) -> CaptureResult:
     """Run the capture query: until caught up (``once``), or every ``trigger_seconds`` until
-    ``duration`` elapsed or ``stop()`` says so. ``on_batch`` gets each batch's progress."""
+    ``duration`` elapsed or ``stop()`` says so. ``on_batch`` gets each batch's progress.
+
+    ``once`` means caught up with every partition's committed end as listed when the capture started.
+    Spark's ``availableNow`` fixes its target when the query starts, and a restarted query first
+    re-runs the batch a stopped one had planned; when a leader did not answer the source's listing (a
+    broker restarting), the target can fall short. So the query runs again, up to
+    :data:`CATCH_UP_ROUNDS` times, until no partition ends below the listed end."""
     if not topics:
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
-    ClusterState(client).partitions_of(topics)  # fail early, naming an unknown topic
+    cluster = ClusterState(client)
+    partitions = [(t, p) for t, md in cluster.partitions_of(topics).items() for p in md.partitions]  # fails early
     register(spark)
     options = source_options(
         client.bootstrap_servers,
@@ -81,51 +91,86 @@ def capture_ledger(
         emitDigests=True,
         maxRecordsPerRange=max_records_per_range,
     )
-    stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
-    writer = (
-        stream.writeStream.format("parquet")
-        .partitionBy("topic", "kind")
-        # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
-        # pays for value/headers hashes (it does for key hashes: keys repeat).
-        .option("compression", "zstd")
-        .option("parquet.enable.dictionary#value_hash", "false")
-        .option("parquet.enable.dictionary#headers_hash", "false")
-        .option("path", ledger.records)
-        .option("checkpointLocation", checkpoint or ledger.checkpoint)
-    )
-    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
-    started = time.monotonic()
-    query = writer.start()
+
+    def start_query() -> Any:
+        stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        writer = (
+            stream.writeStream.format("parquet")
+            .partitionBy("topic", "kind")
+            # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
+            # pays for value/headers hashes (it does for key hashes: keys repeat).
+            .option("compression", "zstd")
+            .option("parquet.enable.dictionary#value_hash", "false")
+            .option("parquet.enable.dictionary#headers_hash", "false")
+            .option("path", ledger.records)
+            .option("checkpointLocation", checkpoint or ledger.checkpoint)
+        )
+        trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
+        return writer.trigger(**trigger).start()
+
     result = CaptureResult()
+    started = time.monotonic()
+    target = {tp: offset for tp, (offset, _) in cluster.list_offsets(partitions, "latest").items()} if once else {}
+    for _ in range(CATCH_UP_ROUNDS if once else 1):
+        batches_before = result.batches
+        _await(start_query(), result, on_batch, lambda: _should_stop(started, duration, stop))
+        behind = _behind(result, target)
+        if not behind or result.batches == batches_before:
+            break  # caught up, or this round found nothing more to read (its own target reached)
+        log.info("the capture stopped short of %s; running it again", ", ".join(f"{t}[{p}]" for t, p in behind))
+    result.seconds = time.monotonic() - started
+    return result
+
+
+#: How often a ``once`` capture runs its query to reach the ends listed at its start.
+CATCH_UP_ROUNDS = 4
+
+
+def _should_stop(started: float, duration: float | None, stop: Callable[[], bool] | None) -> bool:
+    return (duration is not None and time.monotonic() - started >= duration) or (stop is not None and stop())
+
+
+def _await(
+    query: Any,
+    result: CaptureResult,
+    on_batch: Callable[[dict[str, Any]], None] | None,
+    should_stop: Callable[[], bool],
+) -> None:
+    """Follow ``query`` to its end (or stop it when ``should_stop``), accounting every batch once."""
     seen_batches: set[int] = set()
+
+    def account(progress: Any) -> None:
+        batch_id = int(progress["batchId"])
+        if batch_id not in seen_batches:
+            seen_batches.add(batch_id)
+            _account(result, progress)
+            if on_batch is not None:
+                on_batch(progress)
+
     try:
         while query.isActive:
-            query.awaitTermination(0.5)  # type: ignore[arg-type]  # seconds; float works
+            query.awaitTermination(0.5)  # seconds; a float works
             for progress in query.recentProgress:
-                batch_id = int(progress["batchId"])
-                if batch_id in seen_batches:
-                    continue
-                seen_batches.add(batch_id)
-                _account(result, progress)
-                if on_batch is not None:
-                    on_batch(progress)
-            if (duration is not None and time.monotonic() - started >= duration) or (stop is not None and stop()):
+                account(progress)
+            if should_stop():
                 query.stop()
         error = query.exception()
     finally:
         if query.isActive:
             query.stop()
     for progress in query.recentProgress:
-        if int(progress["batchId"]) not in seen_batches:
-            seen_batches.add(int(progress["batchId"]))
-            _account(result, progress)
-    result.seconds = time.monotonic() - started
+        account(progress)
     if error is not None:
         raise AuditError(
             f"the ledger capture query failed: {_first_line(str(error))}",
             hint="see the error above; the checkpoint keeps progress, so rerunning resumes where it stopped",
         )
-    return result
+
+
+def _behind(result: CaptureResult, target: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+    """Partitions whose captured end is below ``target``."""
+    ends = result.end_offsets
+    return sorted(tp for tp, offset in target.items() if ends.get(tp[0], {}).get(str(tp[1]), -1) < offset)
 
 
 def _account(result: CaptureResult, progress: Any) -> None:

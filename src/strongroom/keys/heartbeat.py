@@ -9,6 +9,7 @@ shown in the key table's stats (erasures such a reader holds cannot be verified)
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -52,7 +53,7 @@ class ReaderHeartbeats:
         self.error: str | None = None
         self.errors = 0
         self._producer: Any = None
-        self._last = 0.0
+        self._last = -math.inf  # never sent: due at once (monotonic time may start near zero at boot)
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.interval

@@ -443,6 +443,12 @@ def write_exactly_once(
             fatal = _fatal_message(exc)
             if fatal is not None:
                 raise PipelineError(f"cannot {fatal}", hint=_fatal_hint(fatal)) from None
+            if one_task_per_partition and attempt == 1:
+                # Tasks sharing a partition fence each other, and the brokers do not always say so (a fenced
+                # EndTxn can come back as an unknown error): ask the frame itself before blaming the brokers.
+                split = _partitions_split_over_tasks(plan)
+                if split:
+                    raise _split_error(split[0]) from None
             if time.monotonic() >= deadline:
                 raise PipelineError(
                     f"the exactly-once Kafka write failed after {attempt} attempts: {_first_line(exc)}",
@@ -461,13 +467,37 @@ def _check_one_task_per_partition(summaries: list[dict[str, Any]]) -> None:
     for summary in summaries:
         tp = (summary["src_topic"], int(summary["src_partition"]))
         if tp in seen:
-            raise PipelineError(
-                f"the rows of source partition {tp[0]}[{tp[1]}] were written by more than one task, which share one "
-                "transactional id: records may have been skipped",
-                hint="read with Spark's Kafka source without minPartitions / maxRecordsPerPartition and do not "
-                "repartition the rows, or call write_exactly_once without one_task_per_partition=True",
-            )
+            raise _split_error(tp)
         seen.add(tp)
+
+
+def _partitions_split_over_tasks(plan: DataFrame) -> list[tuple[str, int]]:
+    """Source partitions whose rows more than one task of ``plan`` holds (a re-read of the source rows:
+    only asked after a failed write; if the source cannot be read now, nothing is claimed)."""
+    from pyspark.sql import functions as F
+
+    try:
+        rows = (
+            plan.select(F.spark_partition_id().alias("task"), "src_topic", "src_partition")
+            .distinct()
+            .groupBy("src_topic", "src_partition")
+            .count()
+            .where("count > 1")
+            .collect()
+        )
+    except Exception as exc:  # noqa: BLE001 - the brokers may be what failed: the write's own error stands
+        log.debug("could not check how the rows are split over tasks: %s", _first_line(exc))
+        return []
+    return sorted((str(r["src_topic"]), int(r["src_partition"])) for r in rows)
+
+
+def _split_error(tp: tuple[str, int]) -> PipelineError:
+    return PipelineError(
+        f"the rows of source partition {tp[0]}[{tp[1]}] were written by more than one task, which share one "
+        "transactional id: records may have been skipped",
+        hint="read with Spark's Kafka source without minPartitions / maxRecordsPerPartition and do not "
+        "repartition the rows, or call write_exactly_once without one_task_per_partition=True",
+    )
 
 
 def _fatal_message(exc: BaseException) -> str | None:

@@ -152,7 +152,7 @@ class KafkaCluster:
         return self._node(node_id).data_dir
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 120.0) -> KafkaCluster:
+    def start(self, timeout: float = 180.0) -> KafkaCluster:
         """Format every node, start them all, and wait until every broker is registered."""
         try:
             self._libs = ensure_kafka_libs(self.version)

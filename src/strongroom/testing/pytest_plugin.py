@@ -121,6 +121,26 @@ def kafka_cluster3(_kafka_cluster3_session: KafkaCluster) -> KafkaCluster:
     return _kafka_cluster3_session
 
 
+@pytest.fixture(scope="session")
+def _kafka_cluster3_classic_session() -> Iterator[KafkaCluster]:
+    from strongroom.testing.kafka_cluster import KafkaCluster
+
+    cluster = KafkaCluster(brokers=3, eligible_leader_replicas=False).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster3_classic(_kafka_cluster3_classic_session: KafkaCluster) -> KafkaCluster:
+    """Three brokers with classic elections (no eligible leader replicas): an unclean election can lose
+    acknowledged records, which the audit's fault tests need. Shared by those tests (each uses its own
+    topics); a broker a test left stopped is restarted first."""
+    _kafka_cluster3_classic_session.ensure_all_running()
+    return _kafka_cluster3_classic_session
+
+
 @pytest.fixture
 def kafka_cluster_factory() -> Iterator[Callable[..., KafkaCluster]]:
     """Start private clusters (e.g. ``eligible_leader_replicas=False``); all stopped after the test."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from audit_helpers import produce
@@ -36,7 +37,7 @@ def test_capture_then_scrub_clean_topic_is_perfect(
 
     # More records after the capture: the scrub sees them as unledgered, never as audited.
     produce(bootstrap, topic, (f"late{i}".encode() for i in range(30)))
-    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=60_000))
+    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=60_000)).to_json()
     assert summary["counts"]["ok"] == 300
     assert summary["counts"]["unledgered"] == 30
     assert summary["score"]["display"] == "perfect"
@@ -47,7 +48,7 @@ def test_capture_then_scrub_clean_topic_is_perfect(
     second = capture_ledger(spark, client, [topic], ledger, once=True)
     assert sum(second.end_offsets[topic].values()) == 330
     assert records_count(spark, ledger) == 330
-    again = run_scrub(spark, client, ledger, ScrubOptions())
+    again = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
     assert again["counts"]["ok"] == 330
     assert again["counts"]["unledgered"] == 0
     assert again["chunks"]["suspect"] == 0, "the capture's chunk digests equal the log's: nothing re-read"
@@ -83,7 +84,7 @@ def test_delivery_reports_ledger_records_the_capture_never_saw(
         fut.result(30)
     capture_ledger(spark, client, [topic], ledger, once=True)  # now the capture sees offsets 20..119 too
 
-    summary = run_scrub(spark, client, ledger, ScrubOptions())
+    summary = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
     assert summary["counts"]["expired-unjustified"] == 20
     assert summary["counts"]["ok"] == 100, "captured and delivered rows of one record count once"
     assert summary["score"]["audited"] == 120
@@ -130,3 +131,41 @@ def test_cli_ledger_coverage_scrub_and_operations(
     assert main(["audit", "ledger", "-b", bootstrap, "--topic", "no-such-topic", "--ledger", ledger.root,
                  "--once"]) == 1  # fmt: skip
     assert "topic 'no-such-topic' does not exist" in capsys.readouterr().err
+
+
+def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+) -> None:
+    """A stopped streaming capture leaves the batch it had planned in the checkpoint (``offsets/N``
+    without ``commits/N``). A planned end can be short of the log: the listing left out a partition
+    whose leader was moving. ``--once`` re-runs that batch first and must still end caught up with
+    the whole log, not with the stale plan (it ended there, and the scrub counted the rest unledgered)."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    client = ClientConfig(bootstrap)
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, (f"a{i}".encode() for i in range(100)), key=lambda i: f"k{i}".encode())
+    capture_ledger(spark, client, [topic], ledger, once=True)
+    produce(bootstrap, topic, (f"b{i}".encode() for i in range(200)), key=lambda i: f"k{i}".encode())
+    offsets = Path(ledger.local(ledger.checkpoint)) / "offsets"
+    last = max(int(f.name) for f in offsets.iterdir() if f.name.isdigit())
+    version, metadata, planned = (offsets / str(last)).read_text().splitlines()
+    stale = json.loads(planned)  # what a stopped query planned: partition 0 short, partition 1 not listed
+    stale[topic]["0"] = int(stale[topic]["0"]) + 10
+    (offsets / str(last + 1)).write_text("\n".join([version, metadata, json.dumps(stale)]))
+
+    caught_up = capture_ledger(spark, client, [topic], ledger, once=True)
+    ends = {p: kafka_cluster_end(client, topic, p) for p in range(2)}
+    assert caught_up.end_offsets[topic] == {str(p): e for p, e in ends.items()}
+    assert records_count(spark, ledger) == 300
+    summary = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
+    assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (300, 0)
+
+
+def kafka_cluster_end(client: ClientConfig, topic: str, partition: int) -> int:
+    from strongroom.kafka.transport import new_consumer, watermarks
+
+    consumer = new_consumer(client)
+    try:
+        return watermarks(consumer, topic, partition)[1]
+    finally:
+        consumer.close()

@@ -68,12 +68,12 @@ def _aborted_transaction(producer: Any, topic: str, n: int) -> None:
 @pytest.mark.cluster3
 def test_lost_records_below_the_last_re_read_piece_are_missing(
     spark: SparkSession,
-    kafka_cluster_factory: Callable[..., KafkaCluster],
+    kafka_cluster3_classic: KafkaCluster,
     unique_name: Callable[[str], str],
     ledger: LedgerPaths,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    cluster = kafka_cluster_factory(3, eligible_leader_replicas=False)
+    cluster = kafka_cluster3_classic
     bs = cluster.bootstrap_servers
     client = ClientConfig(bs)
     common = {"min.insync.replicas": "1", "segment.bytes": str(256 * 1024 * 1024)}

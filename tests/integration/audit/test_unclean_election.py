@@ -32,12 +32,12 @@ from strongroom.testing.kafka_cluster import TOOLS, KafkaCluster
 
 def test_unclean_election_is_found_by_scrub_and_watcher(
     spark: SparkSession,
-    kafka_cluster_factory: Callable[..., KafkaCluster],
+    kafka_cluster3_classic: KafkaCluster,
     unique_name: Callable[[str], str],
     ledger: LedgerPaths,
     tmp_path: Path,
 ) -> None:
-    cluster = kafka_cluster_factory(3, eligible_leader_replicas=False)
+    cluster = kafka_cluster3_classic
     bs = cluster.bootstrap_servers
     client = ClientConfig(bs)
     div = create_topic_on(cluster, unique_name("div"), [1, 2], {"min.insync.replicas": "1"})
@@ -93,7 +93,7 @@ def test_unclean_election_is_found_by_scrub_and_watcher(
     wait_for(cluster, "broker 1 to truncate and rejoin", lambda: cluster.partition_isr(div) == [1, 2], timeout=90)
     assert "Truncating partition" in cluster.broker_log(1).read_text()
 
-    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=3_600_000))
+    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=3_600_000)).to_json()
     by_topic = {t["topic"]: t for t in summary["topics"]}
     assert by_topic[div]["counts"]["ok"] == 20
     assert by_topic[div]["counts"]["diverged"] == 5  # B0..B4 replaced by C0..C4 at the same offsets
