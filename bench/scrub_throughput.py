@@ -129,7 +129,7 @@ def main() -> int:
         for round_ in range(2):
             raw = raw_read(bs, topic, partitions, records)
             t0 = time.perf_counter()
-            summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=3_600_000))
+            summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=3_600_000)).to_json()
             scrub_s = time.perf_counter() - t0
             assert summary["counts"]["ok"] == records, summary["counts"]
             scrub = records / scrub_s

@@ -200,7 +200,51 @@ def classify(
     return joined.select(*_classified_columns(params))
 
 
+@dataclass(frozen=True)
+class _Justified:
+    """Why an absent ledgered record may be gone (each a boolean column), with the reason texts."""
+
+    any: Column
+    compaction: Column
+    compaction_reason: Column
+    expiry_reason: Column
+
+
+def _justifications(params: ClassifyParams, off: Column) -> _Justified:
+    """A recorded deletion, retention by time or size, or compaction (a later record with the same key
+    still in the log, or a tombstone past ``delete.retention.ms``)."""
+    from pyspark.sql import functions as F
+
+    by_deletion = F.col("deleted_up_to").isNotNull() & (off < F.col("deleted_up_to"))
+    by_time = (F.col("retention_ms") >= 0) & (
+        F.col("l_timestamp") <= F.lit(params.now_ms) - F.col("retention_ms") + F.lit(params.clock_skew_ms)
+    )
+    by_size = (F.col("retention_bytes") >= 0) & (F.coalesce(F.col("log_bytes"), F.lit(0)) >= F.col("retention_bytes"))
+    by_compaction_key = F.coalesce(F.col("compacted"), F.lit(False)) & (
+        F.col("key_latest_offset").isNotNull() & (F.col("key_latest_offset") > off)
+    )
+    by_tombstone = (
+        F.coalesce(F.col("compacted"), F.lit(False))
+        & F.col("l_value_hash").isNull()
+        & (F.col("l_timestamp") <= F.lit(params.now_ms) - F.col("delete_retention_ms") + F.lit(params.clock_skew_ms))
+    )
+    compaction = by_compaction_key | by_tombstone
+    compaction_reason = F.when(
+        by_compaction_key, F.concat(F.lit("compaction: same key at offset "), F.col("key_latest_offset"))
+    ).otherwise(F.lit("compaction: tombstone older than delete.retention.ms"))
+    expiry_reason = (
+        F.when(by_deletion, F.concat(F.lit("recorded delete-records "), F.col("deletion_op")))
+        .when(by_time, F.concat(F.lit("retention.ms="), F.col("retention_ms")))
+        .when(by_size, F.concat(F.lit("retention.bytes="), F.col("retention_bytes")))
+        .when(compaction, compaction_reason)
+    )
+    return _Justified(by_deletion | by_time | by_size | compaction, compaction, compaction_reason, expiry_reason)
+
+
 def _classified_columns(params: ClassifyParams) -> list[Column]:
+    """The verdict columns of the joined ledger/log rows. Longer than 60 lines on purpose: ``status`` and
+    ``reason`` are one decision table written as two ``when`` chains that must stay in step, row by row;
+    the justifications they share are built apart (:func:`_justifications`)."""
     from pyspark.sql import functions as F
 
     l_present = F.col("l_present").isNotNull()
@@ -227,31 +271,13 @@ def _classified_columns(params: ClassifyParams) -> list[Column]:
     below_start = off < log_start
     beyond_end = F.col("log_end").isNotNull() & (off >= F.col("log_end"))
 
-    # Justifications, each with its reason text.
-    by_deletion = F.col("deleted_up_to").isNotNull() & (off < F.col("deleted_up_to"))
-    by_time = (F.col("retention_ms") >= 0) & (
-        F.col("l_timestamp") <= F.lit(params.now_ms) - F.col("retention_ms") + F.lit(params.clock_skew_ms)
+    why = _justifications(params, off)
+    justified, compaction, compaction_reason, expiry_reason = (
+        why.any,
+        why.compaction,
+        why.compaction_reason,
+        why.expiry_reason,
     )
-    by_size = (F.col("retention_bytes") >= 0) & (F.coalesce(F.col("log_bytes"), F.lit(0)) >= F.col("retention_bytes"))
-    by_compaction_key = F.coalesce(F.col("compacted"), F.lit(False)) & (
-        F.col("key_latest_offset").isNotNull() & (F.col("key_latest_offset") > off)
-    )
-    by_tombstone = (
-        F.coalesce(F.col("compacted"), F.lit(False))
-        & F.col("l_value_hash").isNull()
-        & (F.col("l_timestamp") <= F.lit(params.now_ms) - F.col("delete_retention_ms") + F.lit(params.clock_skew_ms))
-    )
-    compaction = by_compaction_key | by_tombstone
-    compaction_reason = F.when(
-        by_compaction_key, F.concat(F.lit("compaction: same key at offset "), F.col("key_latest_offset"))
-    ).otherwise(F.lit("compaction: tombstone older than delete.retention.ms"))
-    expiry_reason = (
-        F.when(by_deletion, F.concat(F.lit("recorded delete-records "), F.col("deletion_op")))
-        .when(by_time, F.concat(F.lit("retention.ms="), F.col("retention_ms")))
-        .when(by_size, F.concat(F.lit("retention.bytes="), F.col("retention_bytes")))
-        .when(compaction, compaction_reason)
-    )
-    justified = by_deletion | by_time | by_size | compaction
 
     status = (
         F.when(l_present & r_present & same_content, F.lit(OK))

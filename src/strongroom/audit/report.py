@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strongroom.audit.alerts import read_alerts
+from strongroom.audit.alerts import Alert, read_alerts
 from strongroom.audit.errors import LedgerNotFound
 from strongroom.audit.oplog import Operation
 from strongroom.audit.store import LedgerPaths
@@ -66,102 +67,87 @@ def collect(
             hint="run `strongroom audit scrub --ledger ...` (and `audit watch --ledger ...`) first",
         )
     latest = summaries[-1] if summaries else None
-    history = []
-    for s in summaries:
-        history.append(
-            {
-                "run_id": s["run_id"],
-                "at": s["started_at"],
-                "at_ms": s["started_ms"],
-                "score": s["score"],
-                "topics": {t["topic"]: t["score"] for t in s["topics"]},
-            }
-        )
-    timeline: list[dict[str, Any]] = []
-    for a in alerts:
-        timeline.append(
-            {
-                "at_ms": a.at_ms,
-                "at": iso_utc(a.at_ms),
-                "source": "watcher",
-                "severity": a.severity,
-                "kind": a.kind,
-                "topic": a.topic,
-                "partition": a.partition,
-                "text": a.message,
-            }
-        )
-    for s in summaries:
-        bad = {k: v for k, v in s["counts"].items() if k not in ("ok", "expired-justified", "unledgered") and v}
-        severity = "critical" if bad else "info"
-        text = (
-            "scrub found " + ", ".join(f"{v} {k}" for k, v in sorted(bad.items()))
-            if bad
-            else f"scrub: {s['score']['audited']} records audited, {s['score']['display']}"
-        )
-        timeline.append(
-            {
-                "at_ms": s["started_ms"],
-                "at": s["started_at"],
-                "source": "scrub",
-                "severity": severity,
-                "kind": "scrub-findings" if bad else "scrub",
-                "topic": None,
-                "partition": None,
-                "text": text,
-            }
-        )
-    for op in operations:
-        parts = ", ".join(f"[{c.partition}] {c.before_offset}->{c.after_offset}" for c in op.partitions)
-        timeline.append(
-            {
-                "at_ms": op.when_ms,
-                "at": op.when,
-                "source": "operations-log",
-                "severity": "info",
-                "kind": op.kind,
-                "topic": op.topic,
-                "partition": None,
-                "text": f"{op.kind} by {op.who}: {op.reason}" + (f" ({parts})" if parts else ""),
-            }
-        )
-    timeline.sort(key=lambda e: e["at_ms"])
-    if len(timeline) > max_timeline:
-        timeline = timeline[-max_timeline:]
-    partitions = []
-    if latest is not None:
-        for t in latest["topics"]:
-            for p in t["partitions"]:
-                partitions.append({"topic": t["topic"], **p})
+    events = [
+        *(_alert_event(a) for a in alerts),
+        *(_scrub_event(s) for s in summaries),
+        *(_operation_event(op) for op in operations),
+    ]
+    timeline = [e.to_json() for e in sorted(events, key=lambda e: e.at_ms)][-max_timeline:]
+    topics = [] if latest is None else latest["topics"]
     return {
         "version": REPORT_VERSION,
         "generated_at": iso_utc(int(datetime.now(tz=UTC).timestamp() * 1000)),
         "ledger": ledger.root,
-        "latest_run": None
+        "latest_run": None if latest is None else {k: latest[k] for k in LATEST_RUN_FIELDS},
+        "topics": [_topic_view(t) for t in topics],
+        "history": [_history_entry(s) for s in summaries],
+        "partitions": []
         if latest is None
-        else {k: latest[k] for k in ("run_id", "started_at", "finished_at", "span", "span_ms", "counts", "score")},
-        "topics": []
-        if latest is None
-        else [
-            {
-                "topic": t["topic"],
-                "score": t["score"],
-                "counts": t["counts"],
-                "spans": t["spans"],
-                "config": t.get("config", {}),
-            }
-            for t in latest["topics"]
-        ],
-        "history": history,
-        "partitions": partitions,
+        else [{"topic": t["topic"], **p} for t in latest["topics"] for p in t["partitions"]],
         "examples": [] if latest is None else latest.get("examples", []),
         "timeline": timeline,
         "alerts": {
-            "critical": sum(1 for a in alerts if a.severity == "critical"),
-            "warning": sum(1 for a in alerts if a.severity == "warning"),
-            "info": sum(1 for a in alerts if a.severity == "info"),
+            severity: sum(1 for a in alerts if a.severity == severity) for severity in ("critical", "warning", "info")
         },
     }
+
+
+#: What the report shows of the latest scrub run.
+LATEST_RUN_FIELDS = ("run_id", "started_at", "finished_at", "span", "span_ms", "counts", "score")
+
+#: Scrub statuses that are findings on the timeline (everything else is durable or not audited).
+_NOT_FINDINGS = frozenset({"ok", "expired-justified", "unledgered"})
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One entry of the report's timeline: a watcher alert, a scrub run or a recorded operation."""
+
+    at_ms: int
+    at: str
+    source: str
+    severity: str
+    kind: str
+    topic: str | None
+    partition: int | None
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _alert_event(a: Alert) -> TimelineEvent:
+    return TimelineEvent(a.at_ms, iso_utc(a.at_ms), "watcher", a.severity, a.kind, a.topic, a.partition, a.message)
+
+
+def _scrub_event(s: Mapping[str, Any]) -> TimelineEvent:
+    bad = {k: v for k, v in s["counts"].items() if k not in _NOT_FINDINGS and v}
+    if bad:
+        text = "scrub found " + ", ".join(f"{v} {k}" for k, v in sorted(bad.items()))
+        return TimelineEvent(s["started_ms"], s["started_at"], "scrub", "critical", "scrub-findings", None, None, text)
+    text = f"scrub: {s['score']['audited']} records audited, {s['score']['display']}"
+    return TimelineEvent(s["started_ms"], s["started_at"], "scrub", "info", "scrub", None, None, text)
+
+
+def _operation_event(op: Operation) -> TimelineEvent:
+    parts = ", ".join(f"[{c.partition}] {c.before_offset}->{c.after_offset}" for c in op.partitions)
+    text = f"{op.kind} by {op.who}: {op.reason}" + (f" ({parts})" if parts else "")
+    return TimelineEvent(op.when_ms, op.when, "operations-log", "info", op.kind, op.topic, None, text)
+
+
+def _history_entry(s: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": s["run_id"],
+        "at": s["started_at"],
+        "at_ms": s["started_ms"],
+        "score": s["score"],
+        "topics": {t["topic"]: t["score"] for t in s["topics"]},
+    }
+
+
+def _topic_view(t: Mapping[str, Any]) -> dict[str, Any]:
+    return {"topic": t["topic"], "score": t["score"], "counts": t["counts"], "spans": t["spans"],
+            "config": t.get("config", {})}  # fmt: skip
 
 
 def write_report(data: dict[str, Any], output_dir: Path) -> tuple[Path, Path]:

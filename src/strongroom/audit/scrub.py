@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from strongroom.audit.classify import (
-    AUDITED_STATUSES,
     COVERAGE_DDL,
     DELETIONS_DDL,
     DURABLE_STATUSES,
@@ -47,15 +46,14 @@ from strongroom.audit.digest import DEFAULT_CHUNK_SIZE, ChunkPlan, chunk_digests
 from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.kafka_state import ClusterState, TopicState
 from strongroom.audit.ledger import coverage_ranges, ledger_topics, read_ledger, records_of
-from strongroom.audit.nines import Score
 from strongroom.audit.oplog import OperationsLog, deletion_bounds
 from strongroom.audit.progress import ProgressFn, with_progress
 from strongroom.audit.ranges import merge_ranges
 from strongroom.audit.schema import KIND_DIGEST, KIND_RANGE, KIND_RECORD
+from strongroom.audit.scrub_summary import ScrubRun, ScrubSummary, counts_of, topic_scrubs
 from strongroom.audit.store import LedgerPaths
-from strongroom.audit.units import format_duration_ms
 from strongroom.kafka.config import ClientConfig
-from strongroom.runtime import iso_utc
+from strongroom.runtime import now_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -76,10 +74,6 @@ class ScrubOptions:
     chunk_size: int = DEFAULT_CHUNK_SIZE
 
 
-def _iso(ms: int | None) -> str | None:
-    return None if ms is None else iso_utc(ms)
-
-
 def run_scrub(
     spark: SparkSession,
     client: ClientConfig,
@@ -87,156 +81,219 @@ def run_scrub(
     options: ScrubOptions | None = None,
     *,
     progress: ProgressFn | None = None,
-) -> dict[str, Any]:
-    """Run one scrub and return its JSON summary (also written under ``<ledger>/scrubs``)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+) -> ScrubSummary:
+    """Run one scrub and return its summary (also written under ``<ledger>/scrubs``)."""
+    return _Scrub(spark, client, ledger, options or ScrubOptions(), progress).run()
 
-    opts = options or ScrubOptions()
-    phases: dict[str, float] = {}
-    clock = [time.monotonic()]
 
-    def phase(name: str) -> None:
+class _Scrub:
+    """One scrub run, step by step (the steps share what they found as attributes)."""
+
+    def __init__(
+        self, spark: SparkSession, client: ClientConfig, ledger: LedgerPaths, opts: ScrubOptions,
+        progress: ProgressFn | None,
+    ) -> None:  # fmt: skip
+        self.spark, self.client, self.ledger, self.opts, self.progress = spark, client, ledger, opts, progress
+        self.run_id = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+        self.started = time.monotonic()
+        self.started_ms = now_ms()
+        self.phases: dict[str, float] = {}
+        self._clock = self.started
+        self.count_rows: list[dict[str, Any]] = []
+        self.examples: list[dict[str, Any]] = []
+        self.state: dict[str, TopicState] = {}
+        self.partition_facts: dict[tuple[str, int], tuple[Any, ...]] = {}
+        self.records_read = 0
+        self.operations = 0
+        self.chunks: dict[str, int] = {}
+
+    def _phase(self, name: str) -> None:
         now = time.monotonic()
-        phases[name] = round(now - clock[0], 2)
-        clock[0] = now
+        self.phases[name] = round(now - self._clock, 2)
+        self._clock = now
 
-    run_id = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-    started = time.monotonic()
-    started_ms = int(time.time() * 1000)
-    chunk = opts.chunk_size
+    def run(self) -> ScrubSummary:
+        ledger_df = self._snapshot_ledger()
+        if ledger_df is not None:
+            cluster, bounds = self._cluster_facts()
+            markers, log_chunks = self._read_log()
+            plan, ledger_records, captured, coverage_rows = self._plan(ledger_df, markers, log_chunks)
+            if plan.suspect:
+                self._classify_suspects(plan, cluster, bounds, markers, ledger_records, captured, coverage_rows)
+        summary = self._summary()
+        if self.opts.write_history:
+            _write_history(self.spark, self.ledger, self.run_id, self.started_ms, self.count_rows, summary)
+            self._phase("history")
+        return summary
 
-    # 1. the ledger snapshot
-    ledger_df = read_ledger(spark, ledger)
-    topics = list(opts.topics) if opts.topics else ledger_topics(ledger_df)
-    if not topics:
-        return _summary(run_id, started_ms, started, ledger, client, opts, [], {}, {}, [], 0)
-    ledger_df = ledger_df.filter(F.col("topic").isin(topics))
-    ledger_records = records_of(ledger_df)
-    phase("ledger_snapshot")
+    def _snapshot_ledger(self) -> DataFrame | None:
+        """Fix the ledger's file listing before anything else is looked at: every ledgered offset was
+        captured from a log that was at least that long. None when there is nothing to scrub."""
+        from pyspark.sql import functions as F
 
-    # 2. the cluster's facts
-    cluster = ClusterState(client)
-    state = cluster.describe(topics)
-    unknown = [f"{p.topic}[{p.partition}]" for t in state.values() for p in t.partitions if p.stable_end < 0]
-    unknown += [f"{p.topic}[{p.partition}]" for t in state.values() for p in t.partitions if p.log_start < 0]
-    if unknown:
-        raise KafkaReadError(
-            f"cannot read the offsets of {', '.join(sorted(set(unknown)))}: no leader answers",
-            hint="wait until every partition has a leader (kafka-topics --describe), then scrub again",
+        ledger_df = read_ledger(self.spark, self.ledger)
+        topics = list(self.opts.topics) if self.opts.topics else ledger_topics(ledger_df)
+        self._phase("ledger_snapshot")
+        self.topics = topics
+        return ledger_df.filter(F.col("topic").isin(topics)) if topics else None
+
+    def _cluster_facts(self) -> tuple[ClusterState, dict[tuple[str, int], tuple[int, str]]]:
+        """Log start offsets, stable ends and configs of every partition; the recorded deletions."""
+        cluster = ClusterState(self.client)
+        self.state = cluster.describe(self.topics)
+        unknown = {f"{p.topic}[{p.partition}]" for t in self.state.values() for p in t.partitions
+                   if p.stable_end < 0 or p.log_start < 0}  # fmt: skip
+        if unknown:
+            raise KafkaReadError(
+                f"cannot read the offsets of {', '.join(sorted(unknown))}: no leader answers",
+                hint="wait until every partition has a leader (kafka-topics --describe), then scrub again",
+            )
+        operations = OperationsLog(self.client).read()
+        self.operations = len(operations)
+        register(self.spark)
+        self._phase("cluster_state")
+        return cluster, deletion_bounds(operations)
+
+    def _read_log(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One pass over the current log: chunk digests and range markers, computed in the executors."""
+        ranges = [(p.topic, p.partition, p.log_start, p.stable_end) for t in self.state.values() for p in t.partitions]
+        log_rows = with_progress(
+            self.spark,
+            "reading the log",
+            lambda: [r.asDict() for r in _read_log(self.spark, self.client, ranges, self.opts, digests=True).collect()],
+            self.progress,
         )
-    operations = OperationsLog(client).read()
-    bounds = deletion_bounds(operations)
-    register(spark)
-    phase("cluster_state")
+        markers = [
+            {"topic": r["topic"], "partition": r["partition"], "offset": r["min_offset"], "range_end": r["range_end"],
+             "range_records": r["range_records"], "range_bytes": r["range_bytes"]}
+            for r in log_rows if r["kind"] == KIND_RANGE
+        ]  # fmt: skip
+        log_chunks = [r for r in log_rows if r["kind"] != KIND_RANGE]
+        self.records_read = sum(int(r["records"]) for r in log_chunks)
+        self.partition_facts = _partition_rows(self.state, markers)
+        self._phase("read_log")
+        return markers, log_chunks
 
-    # 3. one pass over the current log: chunk digests and range markers computed in the executors
-    ranges = [(p.topic, p.partition, p.log_start, p.stable_end) for t in state.values() for p in t.partitions]
-    log_rows = with_progress(
-        spark,
-        "reading the log",
-        lambda: [r.asDict() for r in _read_log(spark, client, ranges, opts, digests=True).collect()],
-        progress,
-    )
-    markers = [
-        {"topic": r["topic"], "partition": r["partition"], "offset": r["min_offset"], "range_end": r["range_end"],
-         "range_records": r["range_records"], "range_bytes": r["range_bytes"]}
-        for r in log_rows if r["kind"] == KIND_RANGE
-    ]  # fmt: skip
-    log_chunks = [r for r in log_rows if r["kind"] != KIND_RANGE]
-    records_read = sum(int(r["records"]) for r in log_chunks)
-    phase("read_log")
+    def _plan(
+        self, ledger_df: DataFrame, markers: list[dict[str, Any]], log_chunks: list[dict[str, Any]]
+    ) -> tuple[ChunkPlan, DataFrame, DataFrame, list[Any]]:
+        """The ledger's digests and coverage, and the verdict per chunk: matched chunks are ok as a
+        whole, chunks only in the log outside the coverage are unledgered, the rest is suspect."""
+        from pyspark.sql import functions as F
 
-    # 4. the ledger's digests and coverage, then the verdict per chunk
-    captured = ledger_records.filter(F.col("kind") == F.lit(KIND_RECORD))
-    ledger_rows = _ledger_digests(ledger_df, captured, opts)
-    coverage_rows = coverage_ranges(ledger_df).select("topic", "partition", "range_start", "range_end").collect()
-    coverage: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-    for c in coverage_rows:
-        coverage[(c.topic, int(c.partition))].append((int(c.range_start), int(c.range_end)))
-    partitions_rows = _partition_rows(state, markers)
-    plan = plan_chunks(ledger_rows, log_chunks, coverage, chunk)
-    if ledger.is_local and not any(ledger.local(ledger.deliveries).rglob("*.parquet")):
-        delivered: list[tuple[str, int, int]] = []
-    else:
-        # Producer delivery reports are checked row by row: they may disagree with what the capture saw.
-        delivered = [
-            (r.topic, int(r.partition), int(r.chunk))
-            for r in ledger_records.filter(F.col("kind") == F.lit(KIND_DELIVERY))
-            .select("topic", "partition", F.floor(F.col("offset") / F.lit(chunk)).cast("bigint").alias("chunk"))
+        chunk = self.opts.chunk_size
+        ledger_records = records_of(ledger_df)
+        captured = ledger_records.filter(F.col("kind") == F.lit(KIND_RECORD))
+        ledger_rows = _ledger_digests(ledger_df, captured, self.opts)
+        coverage_rows = coverage_ranges(ledger_df).select("topic", "partition", "range_start", "range_end").collect()
+        coverage: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+        for c in coverage_rows:
+            coverage[(c.topic, int(c.partition))].append((int(c.range_start), int(c.range_end)))
+        plan = plan_chunks(ledger_rows, log_chunks, coverage, chunk)
+        plan.demote(self._delivered_chunks(ledger_records))
+        self.count_rows = _plan_counts(plan, ledger_rows, chunk)
+        self.chunks = {"size": chunk, "matched": plan.matched_chunks, "suspect": len(plan.suspect),
+                       "unledgered_only": sum(len(v) for v in plan.unledgered.values())}  # fmt: skip
+        self._phase("digests")
+        return plan, ledger_records, captured, coverage_rows
+
+    def _delivered_chunks(self, ledger_records: DataFrame) -> list[tuple[str, int, int]]:
+        """Chunks holding producer delivery reports: checked row by row, they may disagree with the capture."""
+        from pyspark.sql import functions as F
+
+        if self.ledger.is_local and not any(self.ledger.local(self.ledger.deliveries).rglob("*.parquet")):
+            return []
+        chunk = F.floor(F.col("offset") / F.lit(self.opts.chunk_size)).cast("bigint").alias("chunk")
+        rows = (
+            ledger_records.filter(F.col("kind") == F.lit(KIND_DELIVERY))
+            .select("topic", "partition", chunk)
             .distinct()
             .collect()
-        ]
-    plan.demote(delivered)
-    count_rows = _plan_counts(plan, ledger_rows, chunk)
-    phase("digests")
+        )
+        return [(r.topic, int(r.partition), int(r.chunk)) for r in rows]
 
-    # 5. row-level classification of the suspect chunks only
-    examples: list[dict[str, Any]] = []
-    if plan.suspect:
+    def _classify_suspects(
+        self, plan: ChunkPlan, cluster: ClusterState, bounds: dict[tuple[str, int], tuple[int, str]],
+        markers: list[dict[str, Any]], ledger_records: DataFrame, captured: DataFrame, coverage_rows: list[Any],
+    ) -> None:  # fmt: skip
+        """Re-read only the suspect chunks and classify them row by row; keep non-ok records as findings."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        spark, chunk = self.spark, self.opts.chunk_size
         suspects = spark.createDataFrame(plan.suspect, "topic STRING, partition INT, chunk BIGINT")
         ledger_sub = (
             ledger_records.withColumn("chunk", F.floor(F.col("offset") / F.lit(chunk)).cast("bigint"))
             .join(F.broadcast(suspects), ["topic", "partition", "chunk"])
             .drop("chunk")
         )
-        log_sub = _read_log(spark, client, _suspect_ranges(plan.suspect, partitions_rows, chunk), opts).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        log_sub = _read_log(spark, self.client, _suspect_ranges(plan.suspect, self.partition_facts, chunk), self.opts)
+        log_sub = log_sub.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            with_progress(
-                spark,
-                "re-reading suspect chunks",
-                lambda: log_sub.filter(F.col("kind") == F.lit(KIND_RANGE)).count(),
-                progress,
-            )
+            reread = log_sub.filter(F.col("kind") == F.lit(KIND_RANGE))
+            with_progress(spark, "re-reading suspect chunks", reread.count, self.progress)
             # Where the log starts now that the re-read is done: it never moves back, so every record
             # below it had left the log by then. The re-read's own markers are no evidence of that:
             # they carry where each re-read piece was planned to start.
-            relisted = cluster.list_offsets(list(partitions_rows), "earliest")
-            partitions_rows = _partition_rows(state, markers, relisted_start={k: o for k, (o, _) in relisted.items()})
+            relisted = cluster.list_offsets(list(self.partition_facts), "earliest")
+            self.partition_facts = _partition_rows(self.state, markers, relisted_start={k: o for k, (o, _) in
+                                                                                        relisted.items()})  # fmt: skip
+            partitions, topics, deletions, params, coverage = self._classify_inputs(bounds, coverage_rows)
+            retained = _retained_keys(spark, captured, plan, self.state, chunk)
             classified = classify(
-                ledger_sub,
-                log_sub,
-                spark.createDataFrame([r[:5] for r in partitions_rows.values()], PARTITIONS_DDL),
-                spark.createDataFrame(topics_rows((t, dict(s.config)) for t, s in state.items()), TOPICS_DDL),
-                spark.createDataFrame(
-                    [(t, p, up_to, op) for (t, p), (up_to, op) in bounds.items() if t in state], DELETIONS_DDL
-                ),
-                ClassifyParams(
-                    now_ms=int(time.time() * 1000),
-                    span_ms=opts.span_ms,
-                    clock_skew_ms=opts.clock_skew_ms,
-                    compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
-                ),
-                coverage=spark.createDataFrame(coverage_rows, COVERAGE_DDL),
-                retained_keys=_retained_keys(spark, captured, plan, state, chunk),
-            ).persist(StorageLevel.MEMORY_AND_DISK)
-            counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), progress)
-            count_rows.extend(r.asDict() for r in counts)
-            phase("classify_suspects")
-            if any(r["status"] not in DURABLE_STATUSES and r["status"] != UNLEDGERED for r in count_rows):
-                examples = _findings(spark, ledger, classified, run_id, opts, progress)
-                phase("findings")
+                ledger_sub, log_sub, partitions, topics, deletions, params, coverage=coverage, retained_keys=retained
+            ).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
+            counts = with_progress(spark, "classifying", lambda: status_counts(classified).collect(), self.progress)
+            self.count_rows.extend(r.asDict() for r in counts)
+            self._phase("classify_suspects")
+            if any(r["status"] not in DURABLE_STATUSES and r["status"] != UNLEDGERED for r in self.count_rows):
+                self.examples = _findings(spark, self.ledger, classified, self.run_id, self.opts, self.progress)
+                self._phase("findings")
             classified.unpersist()
         finally:
             log_sub.unpersist()
 
-    summary = _summary(
-        run_id, started_ms, started, ledger, client, opts, count_rows, state, partitions_rows, examples, records_read
-    )
-    summary["operations_considered"] = len(operations)
-    summary["chunks"] = {
-        "size": chunk,
-        "matched": plan.matched_chunks,
-        "suspect": len(plan.suspect),
-        "unledgered_only": sum(len(v) for v in plan.unledgered.values()),
-    }
-    summary["phases"] = phases
-    if opts.write_history:
-        _write_history(spark, ledger, run_id, started_ms, count_rows, summary)
-        phase("history")
-    return summary
+    def _classify_inputs(
+        self, bounds: dict[tuple[str, int], tuple[int, str]], coverage_rows: list[Any]
+    ) -> tuple[DataFrame, DataFrame, DataFrame, ClassifyParams, DataFrame]:
+        """The cluster facts as the classification's small frames (partitions, topics, deletions), its
+        parameters and the ledger's coverage."""
+        spark, state = self.spark, self.state
+        return (
+            spark.createDataFrame([r[:5] for r in self.partition_facts.values()], PARTITIONS_DDL),
+            spark.createDataFrame(topics_rows((t, dict(s.config)) for t, s in state.items()), TOPICS_DDL),
+            spark.createDataFrame(
+                [(t, p, up_to, op) for (t, p), (up_to, op) in bounds.items() if t in state], DELETIONS_DDL
+            ),
+            ClassifyParams(
+                now_ms=now_ms(),
+                span_ms=self.opts.span_ms,
+                clock_skew_ms=self.opts.clock_skew_ms,
+                compacted_topics=frozenset(t for t, s in state.items() if s.compacted),
+            ),
+            spark.createDataFrame(coverage_rows, COVERAGE_DDL),
+        )
+
+    def _summary(self) -> ScrubSummary:
+        run = ScrubRun(
+            run_id=self.run_id,
+            started_ms=self.started_ms,
+            finished_ms=now_ms(),
+            seconds=round(time.monotonic() - self.started, 2),
+            ledger=self.ledger.root,
+            bootstrap_servers=self.client.bootstrap_servers,
+            span_ms=self.opts.span_ms,
+            phases=self.phases,
+        )
+        return ScrubSummary(
+            run=run,
+            records_read=self.records_read,
+            counts=counts_of(self.count_rows),
+            topics=topic_scrubs(self.count_rows, self.state, self.partition_facts, self.opts.span_ms),
+            examples=self.examples,
+            operations_considered=self.operations,
+            chunks=self.chunks,
+        )
 
 
 def _ledger_digests(ledger_df: DataFrame, captured: DataFrame, opts: ScrubOptions) -> list[dict[str, Any]]:
@@ -423,112 +480,6 @@ def _partition_rows(
     return rows
 
 
-def _summary(
-    run_id: str,
-    started_ms: int,
-    started: float,
-    ledger: LedgerPaths,
-    client: ClientConfig,
-    opts: ScrubOptions,
-    count_rows: list[dict[str, Any]],
-    state: dict[str, TopicState],
-    partitions_rows: dict[tuple[str, int], tuple[Any, ...]],
-    examples: list[dict[str, Any]],
-    records_read: int,
-) -> dict[str, Any]:
-    def counts_of(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-        out = dict.fromkeys((*AUDITED_STATUSES, UNLEDGERED), 0)
-        for r in rows:
-            out[r["status"]] += int(r["records"])
-        return out
-
-    def score_of(counts: dict[str, int]) -> Score:
-        audited = sum(counts[s] for s in AUDITED_STATUSES)
-        return Score(sum(counts[s] for s in DURABLE_STATUSES), audited)
-
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in count_rows:
-        by_topic[r["topic"]].append(r)
-    topics_out = []
-    for topic in sorted(set(by_topic) | set(state)):
-        rows = by_topic.get(topic, [])
-        counts = counts_of(rows)
-        spans = []
-        by_span: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            if r["status"] != UNLEDGERED and r["span_start"] is not None:
-                by_span[int(r["span_start"])].append(r)
-        for span_start in sorted(by_span):
-            c = counts_of(by_span[span_start])
-            spans.append(
-                {
-                    "span_start": _iso(span_start),
-                    "span_end": _iso(span_start + opts.span_ms),
-                    "span_start_ms": span_start,
-                    "counts": {k: v for k, v in c.items() if v},
-                    "score": score_of(c).to_json(),
-                }
-            )
-        partitions = []
-        by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            by_partition[int(r["partition"])].append(r)
-        known = {p.partition for p in state[topic].partitions} if topic in state else set()
-        for p in sorted(set(by_partition) | known):
-            prow = by_partition.get(p, [])
-            c = counts_of(prow)
-            unl = [r for r in prow if r["status"] == UNLEDGERED]
-            facts = partitions_rows.get((topic, p))
-            partitions.append(
-                {
-                    "partition": p,
-                    "log_start": facts[2] if facts else None,
-                    "log_end": facts[3] if facts else None,
-                    "counts": {k: v for k, v in c.items() if v},
-                    "score": score_of(c).to_json(),
-                    "unledgered": {
-                        "records": c[UNLEDGERED],
-                        "min_offset": min((r["min_offset"] for r in unl), default=None),
-                        "max_offset": max((r["max_offset"] for r in unl), default=None),
-                        "inside_ledger_coverage": sum(int(r["in_coverage"] or 0) for r in unl),
-                    },
-                }
-            )
-        config = dict(state[topic].config) if topic in state else {}
-        topics_out.append(
-            {
-                "topic": topic,
-                "counts": counts,
-                "score": score_of(counts).to_json(),
-                "spans": spans,
-                "partitions": partitions,
-                "config": {k: config[k] for k in sorted(config) if k in _SHOWN_CONFIG},
-            }
-        )
-    totals = counts_of(count_rows)
-    finished_ms = int(time.time() * 1000)
-    return {
-        "run_id": run_id,
-        "started_at": _iso(started_ms),
-        "finished_at": _iso(finished_ms),
-        "started_ms": started_ms,
-        "seconds": round(time.monotonic() - started, 2),
-        "ledger": ledger.root,
-        "bootstrap_servers": client.bootstrap_servers,
-        "span": format_duration_ms(opts.span_ms),
-        "span_ms": opts.span_ms,
-        "records_read": records_read,
-        "counts": totals,
-        "score": score_of(totals).to_json(),
-        "topics": topics_out,
-        "examples": [{k: (v.hex() if isinstance(v, bytes | bytearray) else v) for k, v in e.items()} for e in examples],
-    }
-
-
-_SHOWN_CONFIG = ("cleanup.policy", "retention.ms", "retention.bytes", "min.insync.replicas",
-                 "unclean.leader.election.enable")  # fmt: skip
-
-
 def _counts_arrow() -> Any:
     import pyarrow as pa
 
@@ -548,7 +499,7 @@ def _write_history(
     run_id: str,
     started_ms: int,
     count_rows: list[dict[str, Any]],
-    summary: dict[str, Any],
+    summary: ScrubSummary,
 ) -> None:
     schema = (
         "run_id STRING, scrubbed_at BIGINT, topic STRING, partition INT, span_start BIGINT, status STRING, "
@@ -559,7 +510,7 @@ def _write_history(
          r["min_offset"], r["max_offset"])
         for r in count_rows
     ]  # fmt: skip
-    text = json.dumps(summary, indent=2, default=str)
+    text = json.dumps(summary.to_json(), indent=2, default=str)
     if ledger.is_local:
         # Small tables: written with pyarrow, no Spark job (same layout Spark reads back).
         import pyarrow as pa

@@ -132,6 +132,11 @@ def evaluate(prev: Observation | None, cur: Observation, evidence: Evidence) -> 
     return out
 
 
+def _about(now: PartitionState, kind: str, severity: str, message: str, evidence: Mapping[str, Any]) -> Alert:
+    """An alert about one partition (its name prefixes nothing: ``message`` says it)."""
+    return Alert(kind, severity, message, topic=now.topic, partition=now.partition, evidence=dict(evidence))
+
+
 def _log_start(
     before: PartitionState,
     now: PartitionState,
@@ -139,99 +144,82 @@ def _log_start(
     bound: tuple[int, str] | None,
     evidence: Evidence,
 ) -> list[Alert]:
+    """Is a log-start move explained: by a recorded deletion, by retention (with the ledger's evidence)?"""
     if before.log_start < 0 or now.log_start <= before.log_start:
         return []
     old, new = before.log_start, now.log_start
+    where = f"log start of {now.topic}[{now.partition}] advanced {old} -> {new}"
     facts: dict[str, Any] = {"from_offset": old, "to_offset": new, "deleted_records_at_most": new - old}
     if bound is not None and bound[0] >= new:
-        return [
-            Alert(
-                A.LSO_ADVANCE_JUSTIFIED,
-                A.INFO,
-                f"log start of {now.topic}[{now.partition}] advanced {old} -> {new}: "
-                f"recorded delete-records {bound[1]}",
-                topic=now.topic,
-                partition=now.partition,
-                evidence={**facts, "justification": "operations-log", "operation": bound[1]},
+        facts.update({"justification": "operations-log", "operation": bound[1]})
+        return [_about(now, A.LSO_ADVANCE_JUSTIFIED, A.INFO, f"{where}: recorded delete-records {bound[1]}", facts)]
+    retention_ms, retention_bytes = _retention_facts(config, bound, facts)
+    if retention_ms < 0 and retention_bytes < 0:
+        message = f"{where} although retention is unlimited and no deletion was recorded"
+        return [_about(now, A.LSO_ADVANCE_UNJUSTIFIED, A.CRITICAL, message, facts)]
+    ledger = evidence.ledger if evidence.ledger is not None and evidence.ledger.available else None
+    ev = ledger.evidence(now.topic, now.partition, old, new) if ledger is not None else None
+    if ev is None or not ev.records:
+        if ev is not None:
+            facts.update(
+                {"ledgered_records": ev.records, "unseen_ranges": ev.unseen, "max_timestamp": ev.max_timestamp}
             )
-        ]
+        message = f"{where}; the ledger never saw those records, so retention cannot be confirmed"
+        return [_about(now, A.LSO_ADVANCE_UNVERIFIED, A.WARNING, message, facts)]
+    facts.update({"ledgered_records": ev.records, "unseen_ranges": ev.unseen, "max_timestamp": ev.max_timestamp})
+    why = _retention_explains(now, ev, retention_ms, retention_bytes, evidence, facts)
+    if why is None:
+        message = (f"{where}: ledgered records are newer than retention.ms={retention_ms} allows and no deletion "
+                   "was recorded")  # fmt: skip
+        return [_about(now, A.LSO_ADVANCE_UNJUSTIFIED, A.CRITICAL, message, facts)]
+    facts["justification"] = why
+    if ev.fully_covered:
+        return [_about(now, A.LSO_ADVANCE_JUSTIFIED, A.INFO, f"{where}: {why}", facts)]
+    message = f"{where}: {why} (part of the range was never ledgered)"
+    return [_about(now, A.LSO_ADVANCE_UNVERIFIED, A.WARNING, message, facts)]
+
+
+def _retention_facts(
+    config: Mapping[str, str], bound: tuple[int, str] | None, facts: dict[str, Any]
+) -> tuple[int, int]:
+    """The topic's effective retention (-1: none), noted in ``facts``."""
     policy = config.get("cleanup.policy", "delete")
     retention_ms = config_number(config, "retention.ms", 604_800_000) if "delete" in policy else -1
     retention_bytes = config_number(config, "retention.bytes", -1) if "delete" in policy else -1
     facts.update({"retention.ms": retention_ms, "retention.bytes": retention_bytes, "cleanup.policy": policy})
     if bound is not None:
         facts["recorded_deletion_up_to"] = bound[0]
-    if retention_ms < 0 and retention_bytes < 0:
-        return [
-            Alert(
-                A.LSO_ADVANCE_UNJUSTIFIED,
-                A.CRITICAL,
-                f"log start of {now.topic}[{now.partition}] advanced {old} -> {new} although retention is "
-                "unlimited and no deletion was recorded",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        ]
-    ev: RangeEvidence | None = None
-    if evidence.ledger is not None and evidence.ledger.available:
-        ev = evidence.ledger.evidence(now.topic, now.partition, old, new)
-        facts.update({"ledgered_records": ev.records, "unseen_ranges": ev.unseen, "max_timestamp": ev.max_timestamp})
-    if ev is not None and ev.records:
-        by_time = (
-            retention_ms >= 0
-            and ev.max_timestamp is not None
-            and (ev.max_timestamp <= evidence.now_ms - retention_ms + evidence.clock_skew_ms)
-        )
-        by_size = False
-        if retention_bytes >= 0 and evidence.ledger is not None:
-            tail = evidence.ledger.evidence(now.topic, now.partition, new, max(new, now.high_watermark))
-            estimate = tail.payload_bytes + RECORD_OVERHEAD_BYTES * tail.records
-            facts["retained_bytes_estimate"] = estimate
-            by_size = not tail.unseen and estimate >= retention_bytes
-        if by_time or by_size:
-            why = "retention.ms" if by_time else "retention.bytes"
-            severity_kind = A.LSO_ADVANCE_JUSTIFIED if ev.fully_covered else A.LSO_ADVANCE_UNVERIFIED
-            severity = A.INFO if ev.fully_covered else A.WARNING
-            note = "" if ev.fully_covered else " (part of the range was never ledgered)"
-            return [
-                Alert(
-                    severity_kind,
-                    severity,
-                    f"log start of {now.topic}[{now.partition}] advanced {old} -> {new}: {why}{note}",
-                    topic=now.topic,
-                    partition=now.partition,
-                    evidence={**facts, "justification": why},
-                )
-            ]
-        return [
-            Alert(
-                A.LSO_ADVANCE_UNJUSTIFIED,
-                A.CRITICAL,
-                f"log start of {now.topic}[{now.partition}] advanced {old} -> {new}: ledgered records are newer "
-                f"than retention.ms={retention_ms} allows and no deletion was recorded",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        ]
-    return [
-        Alert(
-            A.LSO_ADVANCE_UNVERIFIED,
-            A.WARNING,
-            f"log start of {now.topic}[{now.partition}] advanced {old} -> {new}; the ledger never saw those "
-            "records, so retention cannot be confirmed",
-            topic=now.topic,
-            partition=now.partition,
-            evidence=facts,
-        )
-    ]
+    return retention_ms, retention_bytes
+
+
+def _retention_explains(
+    now: PartitionState,
+    ev: RangeEvidence,
+    retention_ms: int,
+    retention_bytes: int,
+    evidence: Evidence,
+    facts: dict[str, Any],
+) -> str | None:
+    """``retention.ms`` or ``retention.bytes`` when one of them explains the deleted ledgered records (the
+    size estimate is noted in ``facts`` either way)."""
+    by_time = (
+        retention_ms >= 0
+        and ev.max_timestamp is not None
+        and ev.max_timestamp <= evidence.now_ms - retention_ms + evidence.clock_skew_ms
+    )
+    by_size = False
+    if retention_bytes >= 0 and evidence.ledger is not None:
+        tail = evidence.ledger.evidence(now.topic, now.partition, now.log_start, max(now.log_start, now.high_watermark))
+        estimate = tail.payload_bytes + RECORD_OVERHEAD_BYTES * tail.records
+        facts["retained_bytes_estimate"] = estimate
+        by_size = not tail.unseen and estimate >= retention_bytes
+    return "retention.ms" if by_time else "retention.bytes" if by_size else None
 
 
 def _leadership(
     before: PartitionState, now: PartitionState, config: Mapping[str, str], evidence: Evidence
 ) -> list[Alert]:
-    out: list[Alert] = []
+    """Availability (no leader, ISR below min.insync.replicas) and what a new leader or epoch means."""
     facts = {
         "previous_leader": before.leader,
         "previous_isr": list(before.isr),
@@ -240,40 +228,39 @@ def _leadership(
         "isr": list(now.isr),
         "epoch": now.leader_epoch,
     }
-    if now.leader < 0 <= before.leader:
-        out.append(
-            Alert(
-                A.PARTITION_OFFLINE,
-                A.WARNING,
-                f"{now.topic}[{now.partition}] has no leader",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        )
-    min_isr = config_number(config, "min.insync.replicas", 1)
-    if now.leader >= 0 and len(now.isr) < min_isr <= len(before.isr):
-        out.append(
-            Alert(
-                A.UNDER_MIN_ISR,
-                A.WARNING,
-                f"{now.topic}[{now.partition}] ISR {list(now.isr)} is below min.insync.replicas={min_isr}",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        )
+    out = _availability(before, now, config, facts)
     epoch_changed = (
         now.leader_epoch is not None and before.leader_epoch is not None and now.leader_epoch > before.leader_epoch
     )
-    leader_changed = now.leader >= 0 and now.leader != before.leader
-    if not (epoch_changed or leader_changed):
-        hw_back = 0 <= now.high_watermark < before.high_watermark
-        if hw_back:
-            out.append(_truncation_hw(before, now, facts))
-        return out
-    compacted = "compact" in config.get("cleanup.policy", "delete")
-    truncations = _chain_check(now, evidence, facts, compacted)
+    if epoch_changed or (now.leader >= 0 and now.leader != before.leader):
+        out.extend(_election(before, now, config, evidence, facts))
+    elif 0 <= now.high_watermark < before.high_watermark:
+        out.append(_truncation_hw(before, now, facts))
+    return out
+
+
+def _availability(
+    before: PartitionState, now: PartitionState, config: Mapping[str, str], facts: Mapping[str, Any]
+) -> list[Alert]:
+    out = []
+    if now.leader < 0 <= before.leader:
+        out.append(_about(now, A.PARTITION_OFFLINE, A.WARNING, f"{now.topic}[{now.partition}] has no leader", facts))
+    min_isr = config_number(config, "min.insync.replicas", 1)
+    if now.leader >= 0 and len(now.isr) < min_isr <= len(before.isr):
+        message = f"{now.topic}[{now.partition}] ISR {list(now.isr)} is below min.insync.replicas={min_isr}"
+        out.append(_about(now, A.UNDER_MIN_ISR, A.WARNING, message, facts))
+    return out
+
+
+def _election(
+    before: PartitionState,
+    now: PartitionState,
+    config: Mapping[str, str],
+    evidence: Evidence,
+    facts: Mapping[str, Any],
+) -> list[Alert]:
+    """A new leader or epoch: truncations found, then unclean election, or a clean change."""
+    truncations = _chain_check(now, evidence, facts, "compact" in config.get("cleanup.policy", "delete"))
     if not truncations and 0 <= now.high_watermark < before.high_watermark:
         truncations.append(_truncation_hw(before, now, facts))
     # Polling samples the ISR: a replica can join it and be elected within one interval. So a leader
@@ -281,44 +268,27 @@ def _leadership(
     # a topic that allows unclean elections (warning while no loss is found); otherwise a clean change.
     outside_isr = now.leader >= 0 and bool(before.isr) and now.leader not in before.isr
     unclean_allowed = str(config.get("unclean.leader.election.enable", "false")).lower() == "true"
-    unclean = outside_isr and (bool(truncations) or unclean_allowed)
-    if unclean:
+    out: list[Alert] = []
+    if outside_isr and (truncations or unclean_allowed):
         consequence = (
             "acknowledged records were lost (see the truncation alert)"
             if truncations
             else "the topic allows unclean elections; no loss found at the ledger's epoch boundaries yet"
         )
-        out.append(
-            Alert(
-                A.UNCLEAN_ELECTION,
-                A.CRITICAL if truncations else A.WARNING,
-                f"{now.topic}[{now.partition}]: broker {now.leader} became leader (epoch {now.leader_epoch}) "
-                f"but was not in the previous ISR {list(before.isr)}; {consequence}",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        )
-    out.extend(truncations)
-    if not unclean and not truncations and now.leader >= 0:
+        message = (f"{now.topic}[{now.partition}]: broker {now.leader} became leader (epoch {now.leader_epoch}) "
+                   f"but was not in the previous ISR {list(before.isr)}; {consequence}")  # fmt: skip
+        out.append(_about(now, A.UNCLEAN_ELECTION, A.CRITICAL if truncations else A.WARNING, message, facts))
+    elif not truncations and now.leader >= 0:
         joined = (
             f"; it joined the ISR after the previous poll ({list(before.isr)}): unclean elections are "
             "disabled for the topic and no truncation was found"
             if outside_isr
             else ""
         )
-        out.append(
-            Alert(
-                A.LEADER_CHANGE,
-                A.INFO,
-                f"{now.topic}[{now.partition}]: clean leader change to broker {now.leader} "
-                f"(epoch {before.leader_epoch} -> {now.leader_epoch}){joined}",
-                topic=now.topic,
-                partition=now.partition,
-                evidence=facts,
-            )
-        )
-    return out
+        message = (f"{now.topic}[{now.partition}]: clean leader change to broker {now.leader} "
+                   f"(epoch {before.leader_epoch} -> {now.leader_epoch}){joined}")  # fmt: skip
+        out.append(_about(now, A.LEADER_CHANGE, A.INFO, message, facts))
+    return [*out, *truncations]
 
 
 def _truncation_hw(before: PartitionState, now: PartitionState, facts: Mapping[str, Any]) -> Alert:

@@ -214,9 +214,8 @@ def scrub(
                      write_history=not no_history),
         progress=lambda label, done, total: out.progress(f"scrub: {label}", done=done, total=total),
     )  # fmt: skip
-    out.result(summary, _scrub_text)
-    lost = summary["score"]["audited"] - summary["score"]["durable"]
-    if lost:
+    out.result(summary.to_json(), _scrub_text)
+    if summary.lost:
         ctx.exit(EXIT_FINDINGS)
 
 

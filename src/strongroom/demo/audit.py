@@ -69,9 +69,9 @@ def durability_audit(ctx: DemoContext) -> dict[str, Any]:
     )
     watcher.poll_once()
     clean = run_scrub(ctx.spark, client, ledger, ScrubOptions(span_ms=3_600_000))
-    score = clean["score"]
+    score = clean.score.to_json()
     ctx.say(
-        f"    clean scrub: {clean['counts']['ok']} records ok of {score['audited']} audited - "
+        f"    clean scrub: {clean.counts['ok']} records ok of {score['audited']} audited - "
         f"durability {score['display']} (at least {score['demonstrable_nines']} nines shown)"
     )
 
@@ -94,19 +94,19 @@ def durability_audit(ctx: DemoContext) -> dict[str, Any]:
         ctx.say(f"    watcher [{alert.severity}] {alert.kind}: {alert.message}")
 
     after = run_scrub(ctx.spark, client, ledger, ScrubOptions(span_ms=3_600_000))
-    counts = after["counts"]
+    counts = after.counts
     ctx.say(
         f"    scrub again: ok {counts['ok']}, expired-justified {counts['expired-justified']}, "
-        f"expired-unjustified {counts['expired-unjustified']} - durability {after['score']['display']} "
-        f"({after['score']['percent']})"
+        f"expired-unjustified {counts['expired-unjustified']} - durability {after.score.display} "
+        f"({after.score.to_json()['percent']})"
     )
     html, _ = write_report(collect(ledger, operations=OperationsLog(client).read()), ctx.workdir / "audit-report")
     ctx.say(f"    report: {html}")
     return {
         "topic": AUDIT_TOPIC,
-        "clean_score": clean["score"]["display"],
+        "clean_score": clean.score.display,
         "after_faults": {k: v for k, v in counts.items() if v},
-        "score": after["score"]["display"],
+        "score": after.score.display,
         "alerts": [{"kind": a.kind, "severity": a.severity, "partition": a.partition} for a in sink.alerts],
         "report": str(html),
     }

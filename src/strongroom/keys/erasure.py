@@ -183,14 +183,7 @@ def _live_keys_below_markers(
         key = raw.key
         if not key or not key.startswith(records.SUBJECT_KEY_PREFIX):
             continue
-        try:
-            record = records.decode(key, raw.value)
-        except StrongroomError:
-            # A corrupt value under a subject-key message key: tombstone it too if it is the subject's.
-            salvaged = records.salvage_subject_key(key)
-            if salvaged is None:
-                continue
-            record = SubjectKeyRecord(salvaged.subject, salvaged.key_id, b"", b"", 0, "")
+        record = records.decode_or_salvage(key, raw.value)  # a corrupt value is tombstoned too
         if not isinstance(record, SubjectKeyRecord | SubjectKeyTombstone):
             continue
         where = placed.get(record.subject)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from strongroom.envelope.ids import SUBJECT_KEY_ID_SIZE
-from strongroom.errors import KmsError
+from strongroom.errors import KmsError, StrongroomError
 from strongroom.keys.errors import CorruptKeyRecord, InvalidSubject
 from strongroom.kms.api import Edek
 
@@ -388,6 +388,19 @@ def salvage_subject_key(key: bytes) -> SubjectKeyTombstone | None:
     except CorruptKeyRecord:
         return None
     return record if isinstance(record, SubjectKeyTombstone) else None
+
+
+def decode_or_salvage(key: bytes, value: bytes | None) -> KeysRecord | None:
+    """:func:`decode`; a corrupt value under a subject-key message key still counts as that subject's key
+    record (with empty key material): erasure tombstones it and verification counts it, because an
+    unreadable value may still hold key material. None for anything else that cannot be read."""
+    try:
+        return decode(key, value)
+    except StrongroomError:
+        salvaged = salvage_subject_key(key)
+        if salvaged is None:
+            return None
+        return SubjectKeyRecord(salvaged.subject, salvaged.key_id, b"", b"", 0, "")
 
 
 def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | SubjectKeyTombstone:

@@ -62,15 +62,6 @@ from strongroom.kms.errors import KmsConfigError
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_SIZE: Final = 100_000
-_PARTITION_CHECK_SECONDS: Final = 30.0
-_MAX_PROBLEMS: Final = 20
-#: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that
-#: much in its heap for good (the allocator does not give it back). A few MiB keep it busy just as well.
-_BOUNDED_FETCH: Final = {
-    "queued.min.messages": 5000,
-    "queued.max.messages.kbytes": 8192,
-    "fetch.max.bytes": 4 * 1024 * 1024,
-}
 
 
 @dataclass(frozen=True)

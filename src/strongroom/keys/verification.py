@@ -220,14 +220,7 @@ def scan_partitions(
         key = raw.key or b""
         if not (key.startswith(records.SUBJECT_KEY_PREFIX) or key.startswith(records.ERASURE_PREFIX)):
             continue
-        record: records.KeysRecord
-        try:
-            record = records.decode(key, raw.value)
-        except StrongroomError:
-            salvaged = records.salvage_subject_key(key)
-            if salvaged is None:
-                continue
-            record = SubjectKeyRecord(salvaged.subject, salvaged.key_id, b"", b"", 0, "")
+        record = records.decode_or_salvage(key, raw.value)
         if not isinstance(record, ErasureMarker | SubjectKeyRecord | SubjectKeyTombstone):
             continue
         if record.subject not in subjects:

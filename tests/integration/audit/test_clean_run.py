@@ -126,7 +126,7 @@ def test_clean_run_with_rebalances_and_restarts_has_no_false_positives(
     assert alerts == [], [a.to_json() for a in alerts]
     assert any(a.kind == "leader-change" for a in sink.alerts), "the restarts moved leaders (info events)"
 
-    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=60_000))
+    summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=60_000)).to_json()
     assert len(acked) > 500
     nonzero = {k: v for k, v in summary["counts"].items() if v}
     view = LedgerView(ledger)
