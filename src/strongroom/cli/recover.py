@@ -36,6 +36,7 @@ from strongroom.cli.common import (
 )
 from strongroom.cli.factories import build_format, build_kms, check_format_options, open_key_chain
 from strongroom.cli.output import Output
+from strongroom.recovery.plan import RemedyKind
 from strongroom.recovery.render import render_apply, render_plan
 from strongroom.text import table
 
@@ -131,12 +132,12 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
             chain.close()
         kms.close()
     path = Path(plan_out or default_plan_path(options.topic))
-    write_plan(plan, path)
-    out.result({**plan, "plan_file": str(path)}, render_plan)
-    kind = plan["remedy"]["kind"]
-    if kind in ("scattered", "mixed"):
+    write_plan(plan.to_json(), path)
+    out.result({**plan.to_json(), "plan_file": str(path)}, lambda _data: render_plan(plan, str(path)))
+    kind = plan.remedy.kind
+    if kind in (RemedyKind.SCATTERED, RemedyKind.MIXED):
         ctx.exit(EXIT_SCATTERED_LOSS)
-    if kind == "prefix":
+    if kind == RemedyKind.PREFIX:
         ctx.exit(EXIT_PREFIX_LOSS)
 
 
@@ -244,10 +245,8 @@ def mark_lost(ctx: click.Context, /, bootstrap: str | None, command_config: str 
     if source.record_format != "strongroom":
         raise click.UsageError("mark-lost is for strongroom's per-subject keys (--format strongroom)")
     plan = load_plan(Path(plan_file))
-    if source.keys_topic and plan.get("keys_topic") and source.keys_topic != plan["keys_topic"]:
-        raise click.UsageError(
-            f"--keys-topic {source.keys_topic} differs from the plan's keys topic {plan['keys_topic']}"
-        )
+    if source.keys_topic and plan.keys_topic and source.keys_topic != plan.keys_topic:
+        raise click.UsageError(f"--keys-topic {source.keys_topic} differs from the plan's keys topic {plan.keys_topic}")
     config = client_config(bootstrap, command_config)
     view = ClusterView(config)
     kms = build_kms(source)

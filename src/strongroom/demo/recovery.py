@@ -145,8 +145,8 @@ def lost_kek_recovery(ctx: DemoContext) -> dict[str, Any]:
             source_options=kafka_source_options(config),
         )  # fmt: skip
     plan_file = ctx.workdir / "plan.json"
-    write_plan(plan, plan_file)
-    for line in render_plan({**plan, "plan_file": str(plan_file)}).splitlines():
+    write_plan(plan.to_json(), plan_file)
+    for line in render_plan(plan, str(plan_file)).splitlines():
         ctx.say("      " + line)
 
     recorder = OperationsLogRecorder(OperationsLog(config))
@@ -162,12 +162,11 @@ def lost_kek_recovery(ctx: DemoContext) -> dict[str, Any]:
 
     read, failure = _billing_reads(ctx, reader_kms, limit=10_000)
     ctx.say(f"\n    {GROUP!r} resumes from L: read {read} payments, failures: {failure or 'none'}")
-    lost = sum(p.get("lost") or 0 for p in plan["partitions"])
     return {
         "topic": TOPIC,
-        "boundaries": {p["partition"]: p["boundary"] for p in plan["partitions"]},
-        "lost_records": lost,
-        "fetches": sum(p["fetches"] for p in plan["partitions"]),
+        "boundaries": {p.partition: p.boundary for p in plan.partitions},
+        "lost_records": sum(p.lost or 0 for p in plan.partitions),
+        "fetches": sum(p.fetches for p in plan.partitions),
         "resumed_reads": read,
         "resumed_failure": failure,
         "safe_to_delete_kek_b": report["question"]["safe_to_delete"],

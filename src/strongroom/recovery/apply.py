@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 from strongroom.errors import StrongroomError
 from strongroom.recovery.errors import ApplyRefused, GroupActive, PlanRejected, VerificationFailed
 from strongroom.recovery.kafka_io import ClusterView
-from strongroom.recovery.plan import PREFIX_SHAPES, Shape
+from strongroom.recovery.plan import PartitionPlan, RecoveryPlan, Shape
 
 Action = Literal["delete-records", "reset-offsets"]
 
@@ -32,10 +32,10 @@ Action = Literal["delete-records", "reset-offsets"]
 class OperationRecorder(Protocol):
     """Where applied actions are recorded (the audit's operations log in production)."""
 
-    def record_deletion(self, plan: dict[str, Any], changes: dict[int, tuple[int, int]], reason: str) -> str: ...
+    def record_deletion(self, plan: RecoveryPlan, changes: dict[int, tuple[int, int]], reason: str) -> str: ...
 
     def record_reset(
-        self, plan: dict[str, Any], group: str, changes: dict[int, tuple[int | None, int]], reason: str
+        self, plan: RecoveryPlan, group: str, changes: dict[int, tuple[int | None, int]], reason: str
     ) -> str: ...
 
 
@@ -50,30 +50,30 @@ class ApplyOptions:
 
 def apply_plan(
     view: ClusterView,
-    plan: dict[str, Any],
+    plan: RecoveryPlan,
     options: ApplyOptions,
     recorder: OperationRecorder | None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Check the plan against the cluster, then report (dry run) or act, record and verify."""
     say = progress or (lambda message: None)
-    topic = plan["topic"]
+    topic = plan.topic
     check_cluster(view, plan)
-    if not plan["verified"]:
+    if not plan.verified:
         raise ApplyRefused(
             "the plan is unverified (scanned with --no-verify): its counts and stragglers are unknown",
             hint="run `strongroom recover scan` with verification and apply that plan",
         )
-    current = view.bounds(topic, [p["partition"] for p in plan["partitions"]])
+    current = view.bounds(topic, [p.partition for p in plan.partitions])
     _check_logs(plan, current)
     targets, skipped = _targets(plan)
     if not targets:
         if skipped:
             raise ApplyRefused(
                 f"every affected partition of {topic!r} has scattered loss "
-                f"({', '.join(str(s['partition']) for s in skipped)}); "
+                f"({', '.join(str(s.partition) for s in skipped)}); "
                 "deleting a prefix or skipping to L would discard readable records",
-                hint=" ".join(plan.get("remedy", {}).get("steps", [])) or "see the plan's remedy",
+                hint=plan.remedy.hint,
             )
         return {
             "topic": topic,
@@ -87,66 +87,65 @@ def apply_plan(
         report = _delete_records(view, plan, targets, current, options, recorder, reason, say)
     else:
         report = _reset_offsets(view, plan, targets, options, recorder, reason, say)
-    report["skipped_scattered"] = [s["partition"] for s in skipped]
+    report["skipped_scattered"] = [s.partition for s in skipped]
     return report
 
 
-def check_cluster(view: ClusterView, plan: dict[str, Any]) -> None:
+def check_cluster(view: ClusterView, plan: RecoveryPlan) -> None:
     cluster_id = view.cluster_id()
-    if cluster_id != plan["cluster_id"]:
+    if cluster_id != plan.cluster_id:
         raise PlanRejected(
-            f"the plan was made on cluster {plan['cluster_id']!r}, but --bootstrap-server "
+            f"the plan was made on cluster {plan.cluster_id!r}, but --bootstrap-server "
             f"{view.client_config.bootstrap_servers} is cluster {cluster_id!r}; nothing was done",
             hint="point --bootstrap-server at the scanned cluster, or scan this cluster for a plan of its own",
         )
 
 
-def _check_logs(plan: dict[str, Any], current: dict[int, tuple[int, int]]) -> None:
-    for entry in plan["partitions"]:
-        partition = entry["partition"]
+def _check_logs(plan: RecoveryPlan, current: dict[int, tuple[int, int]]) -> None:
+    for entry in plan.partitions:
+        partition = entry.partition
         if partition not in current:
-            raise PlanRejected(f"partition {partition} of {plan['topic']!r} no longer exists; nothing was done")
+            raise PlanRejected(f"partition {partition} of {plan.topic!r} no longer exists; nothing was done")
         _, end = current[partition]
-        if end < entry["end"]:
+        if end < entry.end:
             raise PlanRejected(
-                f"partition {plan['topic']}-{partition} ends at offset {end} now but at {entry['end']} when it was "
+                f"partition {plan.topic}-{partition} ends at offset {end} now but at {entry.end} when it was "
                 "scanned: the topic was recreated or truncated since; nothing was done"
             )
 
 
-def _targets(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    targets = [p for p in plan["partitions"] if p["shape"] in PREFIX_SHAPES and p["boundary"] > p["log_start"]]
-    skipped = [p for p in plan["partitions"] if p["shape"] == Shape.SCATTERED]
+def _targets(plan: RecoveryPlan) -> tuple[list[PartitionPlan], list[PartitionPlan]]:
+    targets = [p for p in plan.partitions if p.prefix_to_delete]
+    skipped = [p for p in plan.partitions if p.shape == Shape.SCATTERED]
     return targets, skipped
 
 
-def _default_reason(plan: dict[str, Any]) -> str:
-    lost = [k["kek"] for k in plan.get("keks", []) if k.get("lost")]
-    return f"lost KEK recovery: records under {', '.join(lost) or 'a lost KEK'} cannot be decrypted"
+def _default_reason(plan: RecoveryPlan) -> str:
+    return f"lost KEK recovery: records under {', '.join(plan.lost_keks) or 'a lost KEK'} cannot be decrypted"
 
 
 def _delete_records(
     view: ClusterView,
-    plan: dict[str, Any],
-    targets: list[dict[str, Any]],
+    plan: RecoveryPlan,
+    targets: list[PartitionPlan],
     current: dict[int, tuple[int, int]],
     options: ApplyOptions,
     recorder: OperationRecorder | None,
     reason: str,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
-    topic = plan["topic"]
+    topic = plan.topic
     changes: list[dict[str, Any]] = []
     to_delete: dict[int, int] = {}
     for entry in targets:
-        partition, boundary = entry["partition"], entry["boundary"]
+        partition, boundary = entry.partition, entry.boundary
         start, _ = current[partition]
         change = {
             "partition": partition,
             "log_start_before": start,
             "log_start_after": max(start, boundary),
-            "lost_records": entry.get("lost"),
-            "readable_records_also_deleted": entry.get("readable_below_boundary", 0) if start < boundary else 0,
+            "lost_records": entry.lost,
+            "readable_records_also_deleted": entry.readable_below_boundary if start < boundary else 0,
             "status": "already past L" if start >= boundary else ("deleted" if options.execute else "would delete"),
         }
         changes.append(change)
@@ -176,27 +175,27 @@ def _delete_records(
 
 def _reset_offsets(
     view: ClusterView,
-    plan: dict[str, Any],
-    targets: list[dict[str, Any]],
+    plan: RecoveryPlan,
+    targets: list[PartitionPlan],
     options: ApplyOptions,
     recorder: OperationRecorder | None,
     reason: str,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
-    topic = plan["topic"]
+    topic = plan.topic
     groups = list(dict.fromkeys(options.groups))
     if options.all_groups:
         for entry in targets:
-            for group in entry["groups"]:
-                if group["below_boundary"] and group["group"] not in groups:
-                    groups.append(group["group"])
+            for found in entry.groups:
+                if found.below_boundary and found.group not in groups:
+                    groups.append(found.group)
     if not groups:
         raise ApplyRefused(
             "--reset-offsets needs --group G (repeatable) or --all-groups",
             hint="the plan lists every group with its committed offset per partition",
         )
-    partitions = [t["partition"] for t in targets]
-    boundaries = {t["partition"]: t["boundary"] for t in targets}
+    partitions = [t.partition for t in targets]
+    boundaries = {t.partition: t.boundary for t in targets}
     # Refuse before changing anything: every group must be inactive.
     infos = {g: view.describe_group(g) for g in groups}
     active = {g: i for g, i in infos.items() if i.active}
@@ -263,42 +262,41 @@ class OperationsLogRecorder:
     def __init__(self, oplog: Any) -> None:
         self.oplog = oplog
 
-    def record_deletion(self, plan: dict[str, Any], changes: dict[int, tuple[int, int]], reason: str) -> str:
+    def record_deletion(self, plan: RecoveryPlan, changes: dict[int, tuple[int, int]], reason: str) -> str:
         from strongroom.audit.oplog import DELETE_RECORDS, Operation, PartitionChange
 
         operation = Operation(
             kind=DELETE_RECORDS,
             reason=reason,
-            topic=plan["topic"],
+            topic=plan.topic,
             partitions=tuple(PartitionChange(p, b, a) for p, (b, a) in sorted(changes.items())),
-            plan_id=plan["checksum"],
+            plan_id=plan.checksum,
             details=_details(plan, sorted(changes)),
         )
         return str(self.oplog.record(operation).id)
 
     def record_reset(
-        self, plan: dict[str, Any], group: str, changes: dict[int, tuple[int | None, int]], reason: str
+        self, plan: RecoveryPlan, group: str, changes: dict[int, tuple[int | None, int]], reason: str
     ) -> str:
         from strongroom.audit.oplog import OFFSET_RESET, Operation, PartitionChange
 
         operation = Operation(
             kind=OFFSET_RESET,
             reason=reason,
-            topic=plan["topic"],
+            topic=plan.topic,
             partitions=tuple(PartitionChange(p, b, a) for p, (b, a) in sorted(changes.items())),
-            plan_id=plan["checksum"],
+            plan_id=plan.checksum,
             details={**_details(plan, sorted(changes)), "group": group},
         )
         return str(self.oplog.record(operation).id)
 
 
-def _details(plan: dict[str, Any], partitions: list[int]) -> dict[str, Any]:
-    entries = {p["partition"]: p for p in plan["partitions"]}
+def _details(plan: RecoveryPlan, partitions: list[int]) -> dict[str, Any]:
     return {
         "tool": "strongroom recover apply",
-        "cluster_id": plan["cluster_id"],
-        "lost_keks": [k["kek"] for k in plan.get("keks", []) if k.get("lost")],
-        "lost_records": {str(p): entries[p].get("lost") for p in partitions},
-        "readable_records_below_boundary": {str(p): entries[p].get("readable_below_boundary") for p in partitions},
-        "plan_created_at": plan.get("created_at"),
+        "cluster_id": plan.cluster_id,
+        "lost_keks": plan.lost_keks,
+        "lost_records": {str(p): plan.partition(p).lost for p in partitions},
+        "readable_records_below_boundary": {str(p): plan.partition(p).readable_below_boundary for p in partitions},
+        "plan_created_at": plan.created_at,
     }

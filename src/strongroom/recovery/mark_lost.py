@@ -43,6 +43,7 @@ from strongroom.kms.errors import EdekInvalid, KekDisabled, KekNotFound
 from strongroom.recovery.apply import check_cluster
 from strongroom.recovery.errors import ApplyRefused, PlanInvalid, PlanRejected, VerificationFailed
 from strongroom.recovery.kafka_io import ClusterView
+from strongroom.recovery.plan import RecoveryPlan
 
 #: KEK states (as the scan recorded them) under which the KEK's keys may be declared lost.
 LOST_STATES: Final = frozenset({"missing", "pending_deletion", "disabled"})
@@ -89,40 +90,40 @@ class Candidate:
         }
 
 
-def candidates_of(plan: dict[str, Any]) -> list[Candidate]:
+def candidates_of(plan: RecoveryPlan) -> list[Candidate]:
     """The plan's lost wrapping keys with their KEK states; refuses plans this remedy does not fit."""
-    if not plan.get("verified"):
+    if not plan.verified:
         raise ApplyRefused(
             "the plan is unverified (scanned with --no-verify): which keys are lost is not established",
             hint="run `strongroom recover scan` with verification and use that plan",
         )
-    if "lost_wrapping_keys" not in plan or not plan.get("keys_topic"):
+    if plan.lost_wrapping_keys is None or not plan.keys_topic:
         raise PlanInvalid(
             "the plan does not list lost wrapping keys or its keys topic (written by an older strongroom, "
             "or scanned without --keys-topic)",
             hint="run `strongroom recover scan --keys-topic ...` again and use the fresh plan",
         )
-    entries = plan["lost_wrapping_keys"]
+    entries = plan.lost_wrapping_keys
     if not entries:
         raise ApplyRefused(
-            f"the plan of {plan['topic']!r} has no per-subject-key loss: there is no wrapping key to declare lost",
-            hint=" ".join(plan.get("remedy", {}).get("steps", [])) or "see the plan's remedy",
+            f"the plan of {plan.topic!r} has no per-subject-key loss: there is no wrapping key to declare lost",
+            hint=plan.remedy.hint,
         )
-    states = {k["kek"]: str(k.get("state", "unknown")) for k in plan.get("keks", [])}
+    states = {k.kek: k.state for k in plan.keks}
     out: list[Candidate] = []
     refused: list[str] = []
     for entry in entries:
         try:
-            wk_id = bytes.fromhex(str(entry["wrapping_key"]))
-        except (KeyError, ValueError):
-            raise PlanInvalid(f"the plan lists a lost wrapping key that is not hex: {entry!r}") from None
-        kek = entry.get("kek")
+            wk_id = bytes.fromhex(entry.wrapping_key)
+        except ValueError:
+            raise PlanInvalid(f"the plan lists a lost wrapping key that is not hex: {entry.wrapping_key!r}") from None
+        kek = entry.kek
         state = "wrapping-key record missing" if kek is None else states.get(kek, "unknown: not in the plan")
         if kek is not None and state not in LOST_STATES:
             refused.append(f"{kek} ({state})")
-        out.append(Candidate(wk_id, kek, state, int(entry.get("subject_keys", 0)), int(entry.get("records", 0))))
+        out.append(Candidate(wk_id, kek, state, entry.subject_keys, entry.records))
     if refused:
-        assumed = ", ".join(plan.get("assumed_lost", [])) or "none"
+        assumed = ", ".join(plan.assumed_lost) or "none"
         raise PlanRejected(
             f"the plan's KEK(s) {', '.join(sorted(set(refused)))} are not lost in the KMS (KEKs assumed lost with "
             f"--kek: {assumed}); declaring their keys lost would hide readable records; nothing was marked",
@@ -134,7 +135,7 @@ def candidates_of(plan: dict[str, Any]) -> list[Candidate]:
 def mark_lost(
     view: ClusterView,
     client: ClientConfig,
-    plan: dict[str, Any],
+    plan: RecoveryPlan,
     options: MarkLostOptions,
     recorder: LostRecorder | None,
     kms: Kms | None = None,
@@ -144,7 +145,7 @@ def mark_lost(
     say = progress or (lambda message: None)
     candidates = candidates_of(plan)  # refuses what does not fit before contacting anything
     check_cluster(view, plan)
-    keys_topic = str(plan["keys_topic"])
+    keys_topic = str(plan.keys_topic)
     topic = KeysTopic(client, keys_topic)
     say(f"reading the wrapping keys of {len(candidates)} candidate(s) from {keys_topic}")
     states = read_wrapping_key_states(topic, [c.wk_id for c in candidates])
@@ -162,9 +163,9 @@ def mark_lost(
     todo = {c.wk_id: c.kek or "" for c in candidates if c.status == "would mark"}
     report: dict[str, Any] = {
         "action": "mark-lost",
-        "topic": plan["topic"],
+        "topic": plan.topic,
         "keys_topic": keys_topic,
-        "plan_id": plan["checksum"],
+        "plan_id": plan.checksum,
         "executed": False,
         "kms_checked": kms is not None,
         "wrapping_keys": [c.to_dict() for c in candidates],
@@ -187,17 +188,17 @@ def mark_lost(
     reason = options.reason or _default_reason(plan)
     say(f"writing {len(todo)} lost marker(s) to {keys_topic}")
     receipt = declare_lost(
-        client, todo, plan_id=plan["checksum"], reason=reason, declared_by=options.declared_by, topic=keys_topic
+        client, todo, plan_id=plan.checksum, reason=reason, declared_by=options.declared_by, topic=keys_topic
     )
     report["executed"] = True
     _note_written(report["wrapping_keys"], receipt, "marked")
     if recorder is not None:
         details = {
             "tool": "strongroom recover mark-lost",
-            "cluster_id": plan["cluster_id"],
-            "data_topic": plan["topic"],
+            "cluster_id": plan.cluster_id,
+            "data_topic": plan.topic,
             "wrapping_keys": [e for e in report["wrapping_keys"] if e["status"] == "marked"],
-            "plan_created_at": plan.get("created_at"),
+            "plan_created_at": plan.created_at,
         }
         report["operation_id"] = _recorded(lambda: recorder.record_lost(MARK_KIND, keys_topic, receipt, details))
     report["verified"] = {w.wrapping_key: w.offset for w in receipt.written if w.verified}
@@ -300,9 +301,8 @@ def unmark_lost(
     return report
 
 
-def _default_reason(plan: dict[str, Any]) -> str:
-    lost = [k["kek"] for k in plan.get("keks", []) if k.get("lost")]
-    return f"KEK {', '.join(lost) or '(wrapping-key record missing)'} lost; scattered loss in {plan['topic']}"
+def _default_reason(plan: RecoveryPlan) -> str:
+    return f"KEK {', '.join(plan.lost_keks) or '(wrapping-key record missing)'} lost; scattered loss in {plan.topic}"
 
 
 def _recorded(record: Callable[[], str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strongroom.recovery.plan import RecoveryPlan
 from strongroom.text import table
 
 
@@ -51,64 +52,61 @@ def render_inventory(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_plan(plan: dict[str, Any]) -> str:
+def render_plan(plan: RecoveryPlan, plan_file: str | None = None) -> str:
     lines = [
-        f"cluster {plan['cluster_id']} · topic {plan['topic']} · format {plan['record_format']['format']}"
-        + (" · UNVERIFIED" if not plan["verified"] else ""),
+        f"cluster {plan.cluster_id} · topic {plan.topic} · format {plan.record_format}"
+        + (" · UNVERIFIED" if not plan.verified else ""),
         "",
     ]
     rows = []
-    for p in plan["partitions"]:
+    for p in plan.partitions:
         below = [
-            f"{g['group']}@{'no offset' if g['committed'] is None else g['committed']}"
-            for g in p["groups"]
-            if g["below_boundary"]
+            f"{g.group}@{'no offset' if g.committed is None else g.committed}" for g in p.groups if g.below_boundary
         ]
         rows.append(
-            [p["partition"], p["log_start"], p["end"], p["boundary"], _n(p.get("lost")), _n(p.get("stragglers")),
-             _n(p.get("readable_below_boundary")), p["shape"], f"{p['fetches']}/{p['fetch_budget']}",
+            [p.partition, p.log_start, p.end, p.boundary, _n(p.lost), _n(p.stragglers if p.lost is not None else None),
+             _n(p.readable_below_boundary if p.lost is not None else None), p.shape, f"{p.fetches}/{p.fetch_budget}",
              ", ".join(below) or "-"]
         )  # fmt: skip
     lines.append(
         table(rows, ["partition", "log start", "end", "L", "lost", "stragglers", "readable<L", "shape",
                      "fetches", "groups below L"])
     )  # fmt: skip
-    if plan["keks"]:
-        kek_rows = [[k["kek"], k["state"], "yes" if k["lost"] else "no", k["lost_records"]] for k in plan["keks"]]
+    if plan.keks:
+        kek_rows = [[k.kek, k.state, "yes" if k.lost else "no", k.lost_records] for k in plan.keks]
         lines += ["", table(kek_rows, ["KEK", "state in KMS", "lost", "lost records"])]
-    subjects = plan.get("lost_subject_keys", {})
-    if subjects.get("count"):
-        lines += ["", f"{subjects['count']} subject key(s) affected; first: "
-                  + ", ".join(str(s["subject_key"]) for s in subjects["examples"][:5])]  # fmt: skip
-    wks = plan.get("lost_wrapping_keys", [])
+    if plan.lost_subject_keys:
+        lines += ["", f"{plan.lost_subject_keys} subject key(s) affected; first: "
+                  + ", ".join(str(s["subject_key"]) for s in plan.lost_subject_key_examples[:5])]  # fmt: skip
+    wks = plan.lost_wrapping_keys or ()
     if wks:
-        lines.append(f"under {len(wks)} wrapping key(s): " + ", ".join(w["wrapping_key"] for w in wks[:5]))
-    declared = plan.get("declared_lost", {})
+        lines.append(f"under {len(wks)} wrapping key(s): " + ", ".join(w.wrapping_key for w in wks[:5]))
+    declared = plan.declared_lost
     if declared.get("subject_keys"):
         lines.append(
             f"{declared['subject_keys']} subject key(s) already declared lost ({declared['records']} record(s) "
             "skipped by readers on purpose)"
         )
-    for p in plan["partitions"]:
-        if p.get("stragglers"):
+    for p in plan.partitions:
+        if p.stragglers:
             lines.append(
-                f"partition {p['partition']}: {p['stragglers']} straggler(s) above the searched boundary "
-                f"{p['searched_boundary']} (e.g. offsets {p['straggler_offsets'][:5]}); L corrected to {p['boundary']}"
+                f"partition {p.partition}: {p.stragglers} straggler(s) above the searched boundary "
+                f"{p.searched_boundary} (e.g. offsets {list(p.straggler_offsets[:5])}); L corrected to {p.boundary}"
             )
-        if p.get("corrupt") or p.get("malformed"):
-            where = ", ".join(f"{a}-{b}" for a, b, _ in p["unreadable_other"][:5])
+        if p.corrupt or p.malformed:
+            where = ", ".join(f"{a}-{b}" for a, b, _ in p.unreadable_other[:5])
             lines.append(
-                f"partition {p['partition']}: {p.get('corrupt', 0)} corrupt and {p.get('malformed', 0)} malformed "
+                f"partition {p.partition}: {p.corrupt} corrupt and {p.malformed} malformed "
                 f"record(s) (not a KEK problem; they do not move L), between offsets {where}"
             )
-    lines += ["", "Remedy:"] + [f"  - {step}" for step in plan["remedy"]["steps"]]
-    if "plan_file" in plan:
-        lines += ["", f"Plan written to {plan['plan_file']} (checksum {plan['checksum'][:19]}...)"]
+    lines += ["", "Remedy:"] + [f"  - {step}" for step in plan.remedy.steps]
+    if plan_file is not None:
+        lines += ["", f"Plan written to {plan_file} (checksum {plan.checksum[:19]}...)"]
     return "\n".join(lines)
 
 
-def _n(value: Any) -> str:
-    return "?" if value is None else str(value)
+def _n(value: Any, unknown: str = "?") -> str:
+    return unknown if value is None else str(value)
 
 
 def render_apply(report: dict[str, Any]) -> str:

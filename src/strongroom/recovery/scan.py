@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 from strongroom.recovery.checker import AvailabilityChecker, RecordVerdict
 from strongroom.recovery.dependency import KeyDependency, KeyStatus, KeyVerdict
 from strongroom.recovery.kafka_io import ClusterView, GroupInfo
-from strongroom.recovery.plan import PLAN_FORMAT, PREFIX_SHAPES, Shape, seal_plan
+from strongroom.recovery.plan import (
+    PLAN_FORMAT,
+    PREFIX_SHAPES,
+    RecoveryPlan,
+    Remedy,
+    RemedyKind,
+    Shape,
+    seal_plan,
+)
 from strongroom.recovery.search import ProbedRecord, RecordProbe, SearchResult, probe_budget, search_boundaries
 
 if TYPE_CHECKING:
@@ -79,7 +87,7 @@ def run_scan(
     spark: SparkSession | None = None,
     source_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> RecoveryPlan:
     """Search, verify and build the (sealed) plan for one topic. Raises ScanAborted on a KMS outage."""
     say = progress or (lambda message, done, total: None)
     topic = options.topic
@@ -140,8 +148,8 @@ def run_scan(
         "timings": {"search_seconds": round(search_seconds, 3), "verify_seconds": round(verify_seconds, 3)},
         "kms_checks": checker.stats.to_dict(),
     }
-    plan["remedy"] = remedy(plan)
-    return seal_plan(plan)
+    plan["remedy"] = remedy(plan).to_json()
+    return RecoveryPlan.from_document(seal_plan(plan))
 
 
 def verify_partitions(
@@ -467,7 +475,7 @@ def _summary(partitions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
+def remedy(plan: Mapping[str, Any]) -> Remedy:
     """The remedy that fits what was found, in the order an operator should try them."""
     partitions = plan["partitions"]
     shapes = {e["shape"] for e in partitions}
@@ -490,10 +498,10 @@ def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
         )
     if not plan["verified"]:
         steps.append("This plan is unverified (--no-verify); run the scan with verification before applying it.")
-        return {"kind": "unverified", "steps": steps}
+        return Remedy(RemedyKind.UNVERIFIED, tuple(steps))
     if shapes <= {Shape.EMPTY, Shape.INTACT}:
         steps.append("No record needs a lost key: nothing to do.")
-        return {"kind": "none", "steps": steps}
+        return Remedy(RemedyKind.NONE, tuple(steps))
     if Shape.SCATTERED in shapes:
         scattered = [e["partition"] for e in partitions if e["shape"] == Shape.SCATTERED]
         if plan.get("lost_subject_keys", {}).get("count"):
@@ -526,7 +534,7 @@ def remedy(plan: Mapping[str, Any]) -> dict[str, Any]:
             f"(`strongroom recover apply {file_hint} --delete-records --execute`). Both skip the readable "
             "records below L listed per partition. Run without --execute first (dry run)."
         )
-    kind = "scattered" if Shape.SCATTERED in shapes and not shapes & PREFIX_SHAPES else "prefix"
+    kind = RemedyKind.SCATTERED if Shape.SCATTERED in shapes and not shapes & PREFIX_SHAPES else RemedyKind.PREFIX
     if Shape.SCATTERED in shapes and shapes & PREFIX_SHAPES:
-        kind = "mixed"
-    return {"kind": kind, "steps": steps}
+        kind = RemedyKind.MIXED
+    return Remedy(kind, tuple(steps))

@@ -21,7 +21,7 @@ from strongroom.recovery.dependency import KeyStatus
 from strongroom.recovery.errors import ApplyRefused, PlanInvalid, PlanRejected
 from strongroom.recovery.formats import StrongroomFormat
 from strongroom.recovery.mark_lost import Candidate, _judge_against_kms, _judge_against_topic, candidates_of
-from strongroom.recovery.plan import seal_plan, write_plan
+from strongroom.recovery.plan import RecoveryPlan, RemedyKind, seal_plan, write_plan
 from strongroom.recovery.scan import remedy
 
 WK_A = "aa" * 16
@@ -29,7 +29,7 @@ WK_B = "bb" * 16
 PLAN_ID = "sha256:" + "12" * 32
 
 
-def plan(**changes: Any) -> dict[str, Any]:
+def plan_document(**changes: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "format": "strongroom-recovery-plan/1",
         "cluster_id": "c1",
@@ -51,6 +51,10 @@ def plan(**changes: Any) -> dict[str, Any]:
     return base
 
 
+def plan(**changes: Any) -> RecoveryPlan:
+    return RecoveryPlan.from_document(seal_plan(plan_document(**changes)))
+
+
 def test_candidates_of_a_scattered_plan() -> None:
     [candidate] = candidates_of(plan())
     assert (candidate.wk_id.hex(), candidate.kek, candidate.kek_state) == (WK_A, "vault:kek-a", "missing")
@@ -68,11 +72,11 @@ def test_candidates_of_a_scattered_plan() -> None:
     ],
 )
 def test_plans_the_remedy_does_not_fit_are_refused(changes: dict[str, Any], error: type, match: str) -> None:
-    changed = plan(**changes)
+    changed = plan_document(**changes)
     if changes.get("lost_wrapping_keys", 0) is None:
         del changed["lost_wrapping_keys"]
     with pytest.raises(error, match=match):
-        candidates_of(changed)
+        candidates_of(RecoveryPlan.from_document(seal_plan(changed)))
 
 
 def test_a_kek_only_assumed_lost_is_refused() -> None:
@@ -220,14 +224,15 @@ def test_the_remedy_names_declared_lost_keys_and_their_undo() -> None:
     }  # fmt: skip
     partitions = [{"partition": 0, "shape": "intact"}]
     result = remedy({"verified": True, "keks": [], "partitions": partitions, "declared_lost": declared})
-    assert result["kind"] == "none"
-    assert f"unmark-lost --wk {WK_A}" in result["steps"][0]
+    assert result.kind == RemedyKind.NONE
+    assert f"unmark-lost --wk {WK_A}" in result.steps[0]
     scattered = remedy(
         {"verified": True, "keks": [], "partitions": [{"partition": 0, "shape": "scattered"}],
          "lost_subject_keys": {"count": 10}, "lost_wrapping_keys": [{"wrapping_key": WK_A}]}
     )  # fmt: skip
-    assert "recover mark-lost --plan" in scattered["steps"][0]
-    assert "keys rewrap" in scattered["steps"][0]
+    assert scattered.kind == RemedyKind.SCATTERED
+    assert "recover mark-lost --plan" in scattered.steps[0]
+    assert "keys rewrap" in scattered.steps[0]
 
 
 # ------------------------------------------------------------------------------------------ CLI, no server
@@ -238,7 +243,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def test_mark_lost_refuses_an_old_plan_before_connecting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    old = plan()
+    old = plan_document()
     del old["lost_wrapping_keys"]
     path = tmp_path / "plan.json"
     write_plan(seal_plan(old), path)
@@ -250,7 +255,7 @@ def test_mark_lost_refuses_an_old_plan_before_connecting(capsys: pytest.CaptureF
 
 def test_mark_lost_refuses_an_edited_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    write_plan(seal_plan(plan()), path)
+    write_plan(seal_plan(plan_document()), path)
     edited = json.loads(path.read_text())
     edited["lost_wrapping_keys"][0]["wrapping_key"] = WK_B
     path.write_text(json.dumps(edited))
@@ -261,7 +266,7 @@ def test_mark_lost_refuses_an_edited_plan(capsys: pytest.CaptureFixture[str], tm
 
 def test_mark_lost_is_for_strongroom_records(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    write_plan(seal_plan(plan()), path)
+    write_plan(seal_plan(plan_document()), path)
     code, _, err = run(
         capsys, "recover", "mark-lost", "-b", "127.0.0.1:1", "--plan", str(path), "--format", "kroxylicious"
     )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from strongroom.recovery.errors import PlanInvalid, PlanRejected
-from strongroom.recovery.plan import PLAN_FORMAT, checksum_of, load_plan, seal_plan, write_plan
+from strongroom.recovery.plan import PLAN_FORMAT, Shape, checksum_of, load_plan, seal_plan, write_plan
 
 
 def sample_plan() -> dict[str, Any]:
@@ -30,7 +30,12 @@ def sample_plan() -> dict[str, Any]:
 def test_round_trip(tmp_path: Path) -> None:
     plan = sample_plan()
     write_plan(plan, tmp_path / "p.json")
-    assert load_plan(tmp_path / "p.json") == plan
+    loaded = load_plan(tmp_path / "p.json")
+    assert loaded.to_json() == plan
+    assert (loaded.topic, loaded.cluster_id, loaded.verified) == ("orders", "abc", True)
+    [partition] = loaded.partitions
+    assert (partition.boundary, partition.shape, partition.prefix_to_delete) == (10, Shape.PREFIX, True)
+    assert loaded.lost_keks == ["vault:a"]
     assert not (tmp_path / "p.json.tmp").exists()
 
 
@@ -55,7 +60,7 @@ def test_any_edit_is_refused(tmp_path: Path, edit: Any) -> None:
 def test_whitespace_and_key_order_do_not_matter(tmp_path: Path) -> None:
     plan = sample_plan()
     (tmp_path / "p.json").write_text(json.dumps(dict(reversed(list(plan.items())))))
-    assert load_plan(tmp_path / "p.json")["checksum"] == checksum_of(plan)
+    assert load_plan(tmp_path / "p.json").checksum == checksum_of(plan)
 
 
 @pytest.mark.parametrize(
