@@ -86,7 +86,6 @@ def inventory(ctx: click.Context, /, bootstrap: str | None, command_config: str 
             chain.close()
         if kms is not None:
             kms.close()
-    out.result(report, render_inventory)
-    question = report.get("question")
-    if question is not None and not question["safe_to_delete"]:
+    out.result(report.to_json(), lambda _data: render_inventory(report))
+    if report.question is not None and not report.question.safe_to_delete:
         ctx.exit(EXIT_NOT_SAFE)

@@ -169,7 +169,7 @@ def lost_kek_recovery(ctx: DemoContext) -> dict[str, Any]:
         "fetches": sum(p.fetches for p in plan.partitions),
         "resumed_reads": read,
         "resumed_failure": failure,
-        "safe_to_delete_kek_b": report["question"]["safe_to_delete"],
+        "safe_to_delete_kek_b": report.question is not None and report.question.safe_to_delete,
     }
 
 

@@ -45,6 +45,132 @@ class InventoryOptions:
     question_kek: str | None = None
 
 
+@dataclass(frozen=True)
+class Dependency:
+    """A run of records of one partition that need one KEK (at one version): where, how many, which ranges."""
+
+    label: str  # KEK@version, or "(corrupt key reference)"
+    records: int
+    first: int
+    last: int
+    runs: int
+    ranges: tuple[tuple[int, ...], ...]  # (first, last, records), the first RANGE_EXAMPLES runs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "records": self.records, "first": self.first, "last": self.last,
+                "runs": self.runs, "ranges": [list(r) for r in self.ranges]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PartitionInventory:
+    partition: int
+    log_start: int
+    end: int
+    dependencies: tuple[Dependency, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(d.records for d in self.dependencies)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition, "log_start": self.log_start, "end": self.end,
+                "dependencies": [d.to_json() for d in self.dependencies], "records": self.records}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TopicInventory:
+    topic: str
+    partitions: tuple[PartitionInventory, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partitions": [p.to_json() for p in self.partitions]}
+
+
+@dataclass(frozen=True)
+class KekVersion:
+    records: int
+    #: Whether the version unwraps now (None: not checked).
+    unwrappable: bool | None
+
+
+@dataclass(frozen=True)
+class KekUsage:
+    """One KEK: its state in the KMS and the records (per version) and partitions that need it."""
+
+    kek: str
+    kek_id: str
+    provider: str
+    state: str
+    records: int
+    versions: dict[str, KekVersion]
+    partitions: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kek": self.kek, "kek_id": self.kek_id, "provider": self.provider, "state": self.state,
+            "records": self.records,
+            "versions": {v: {"records": i.records, "unwrappable": i.unwrappable} for v, i in self.versions.items()},
+            "partitions": list(self.partitions),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DeletionEvidence:
+    topic: str
+    partition: int
+    dependency: Dependency
+    version: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.dependency
+        return {"topic": self.topic, "partition": self.partition, "version": self.version, "records": d.records,
+                "first": d.first, "last": d.last, "ranges": [list(r) for r in d.ranges], "runs": d.runs}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DeletionAnswer:
+    """ "Is it safe to delete KEK X?": yes only when no scanned record needs it, in any version."""
+
+    kek: str
+    evidence: tuple[DeletionEvidence, ...]
+    state: str | None
+
+    @property
+    def records_needing_it(self) -> int:
+        return sum(e.dependency.records for e in self.evidence)
+
+    @property
+    def safe_to_delete(self) -> bool:
+        return self.records_needing_it == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kek": self.kek, "safe_to_delete": self.safe_to_delete, "records_needing_it": self.records_needing_it,
+                "evidence": [e.to_json() for e in self.evidence], "state": self.state, "caveats": CAVEATS}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Inventory:
+    cluster_id: str
+    scanned_at: str
+    record_format: dict[str, Any]
+    topics: tuple[TopicInventory, ...]
+    keks: tuple[KekUsage, ...]
+    question: DeletionAnswer | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cluster_id": self.cluster_id,
+            "scanned_at": self.scanned_at,
+            "record_format": self.record_format,
+            "topics": [t.to_json() for t in self.topics],
+            "keks": [k.to_json() for k in self.keks],
+            "caveats": CAVEATS,
+        }
+        if self.question is not None:
+            out["question"] = self.question.to_json()
+        return out
+
+
 def run_inventory(
     spark: SparkSession,
     view: ClusterView,
@@ -54,12 +180,12 @@ def run_inventory(
     *,
     has_kms: bool,
     progress: Progress | None = None,
-) -> dict[str, Any]:
+) -> Inventory:
     from strongroom.recovery import spark_jobs
 
     say = progress or (lambda message, done, total: None)
     cluster_id = view.cluster_id()
-    topics_out: list[dict[str, Any]] = []
+    topics_out: list[TopicInventory] = []
     deps_by_label: dict[str, KeyDependency] = {}
     readable_by_label: dict[str, bool | None] = {}
     for topic in options.topics:
@@ -68,9 +194,7 @@ def run_inventory(
         ranges = {p: (s, e) for p, (s, e) in bounds.items() if e > s}
         say(f"scanning {topic}: {len(partitions)} partition(s), {sum(e - s for s, e in ranges.values())} offsets",
             None, None)  # fmt: skip
-        per_partition: dict[int, dict[str, Any]] = {
-            p: {"partition": p, "log_start": s, "end": e, "dependencies": []} for p, (s, e) in bounds.items()
-        }
+        found: dict[int, list[Dependency]] = {p: [] for p in bounds}
         if ranges:
             records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
             groups, full = spark_jobs.prefix_groups(records, checker.format)
@@ -83,24 +207,26 @@ def run_inventory(
             cut = spark_jobs.with_key_prefixes(records, checker.format, full=full)
             rows = spark_jobs.label_runs(cut, spark_jobs.label_frame(spark, labels))
             for (partition, label), info in rows.items():
-                per_partition[partition]["dependencies"].append({"label": label, **info})
-        for entry in per_partition.values():
-            entry["dependencies"].sort(key=lambda d: (d["first"], d["label"]))
-            entry["records"] = sum(d["records"] for d in entry["dependencies"])
-        topics_out.append({"topic": topic, "partitions": [per_partition[p] for p in sorted(per_partition)]})
+                found[partition].append(
+                    Dependency(label, info["records"], info["first"], info["last"], info["runs"],
+                               tuple(tuple(r) for r in info["ranges"]))
+                )  # fmt: skip
+        topics_out.append(
+            TopicInventory(
+                topic,
+                tuple(
+                    PartitionInventory(p, *bounds[p], tuple(sorted(found[p], key=lambda d: (d.first, d.label))))
+                    for p in sorted(bounds)
+                ),
+            )
+        )
     states = checker.kek_states(deps_by_label.values()) if has_kms else {}
     keks = _kek_table(topics_out, deps_by_label, readable_by_label, states, has_kms)
-    report: dict[str, Any] = {
-        "cluster_id": cluster_id,
-        "scanned_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "record_format": checker.format.describe(),
-        "topics": topics_out,
-        "keks": keks,
-        "caveats": CAVEATS,
-    }
-    if options.question_kek is not None:
-        report["question"] = safe_to_delete(options.question_kek, topics_out, keks)
-    return report
+    question = None if options.question_kek is None else safe_to_delete(options.question_kek, topics_out, keks)
+    return Inventory(
+        cluster_id, datetime.now(UTC).isoformat(timespec="seconds"), checker.format.describe(), tuple(topics_out),
+        keks, question,
+    )  # fmt: skip
 
 
 def _label_prefixes(
@@ -148,70 +274,53 @@ def _labels(prefixes: tuple[bytes, ...], verdicts: Mapping[bytes, KeyVerdict]) -
 
 
 def _kek_table(
-    topics: list[dict[str, Any]],
+    topics: Sequence[TopicInventory],
     deps: Mapping[str, KeyDependency],
     readable: Mapping[str, bool | None],
     states: Mapping[str, str],
     has_kms: bool,
-) -> list[dict[str, Any]]:
-    table: dict[str, dict[str, Any]] = {}
-    for label, dep in deps.items():
-        entry = table.setdefault(
-            dep.kek,
-            {
-                "kek": dep.kek,
-                "kek_id": dep.kek_id,
-                "provider": dep.provider,
-                "state": states.get(dep.kek, "unknown: no KMS configured" if not has_kms else "unknown"),
-                "records": 0,
-                "versions": {},
-                "partitions": [],
-            },
-        )
-        entry["versions"][dep.version or "-"] = {"records": 0, "unwrappable": readable.get(label)}
+) -> tuple[KekUsage, ...]:
+    records: dict[str, int] = {}
+    per_version: dict[tuple[str, str], int] = {}
+    partitions: dict[str, list[str]] = {}
     for topic in topics:
-        for partition in topic["partitions"]:
-            for dependency in partition["dependencies"]:
-                found = deps.get(dependency["label"])
-                if found is None:
+        for partition in topic.partitions:
+            for dependency in partition.dependencies:
+                dep = deps.get(dependency.label)
+                if dep is None:
                     continue
-                entry = table[found.kek]
-                entry["records"] += dependency["records"]
-                entry["versions"][found.version or "-"]["records"] += dependency["records"]
-                where = f"{topic['topic']}-{partition['partition']}"
-                if where not in entry["partitions"]:
-                    entry["partitions"].append(where)
-    return [table[k] for k in sorted(table)]
+                records[dep.kek] = records.get(dep.kek, 0) + dependency.records
+                key = (dep.kek, dep.version or "-")
+                per_version[key] = per_version.get(key, 0) + dependency.records
+                where = f"{topic.topic}-{partition.partition}"
+                if where not in partitions.setdefault(dep.kek, []):
+                    partitions[dep.kek].append(where)
+    first: dict[str, KeyDependency] = {}
+    versions: dict[str, dict[str, KekVersion]] = {}
+    for label, dep in deps.items():
+        first.setdefault(dep.kek, dep)
+        version = dep.version or "-"
+        versions.setdefault(dep.kek, {})[version] = KekVersion(
+            per_version.get((dep.kek, version), 0), readable.get(label)
+        )
+    unknown = "unknown: no KMS configured" if not has_kms else "unknown"
+    return tuple(
+        KekUsage(kek, first[kek].kek_id, first[kek].provider, states.get(kek, unknown), records.get(kek, 0),
+                 versions[kek], tuple(partitions.get(kek, ())))
+        for kek in sorted(first)
+    )  # fmt: skip
 
 
-def safe_to_delete(kek: str, topics: list[dict[str, Any]], keks: list[dict[str, Any]]) -> dict[str, Any]:
+def safe_to_delete(kek: str, topics: Sequence[TopicInventory], keks: Sequence[KekUsage]) -> DeletionAnswer:
     """Whether deleting ``kek`` would make any scanned record unreadable, with the evidence."""
-    match = next((k for k in keks if kek in (k["kek"], k["kek_id"])), None)
-    evidence: list[dict[str, Any]] = []
+    match = next((k for k in keks if kek in (k.kek, k.kek_id)), None)
+    evidence: list[DeletionEvidence] = []
     if match is not None:
-        prefix = match["kek"]
+        prefix = match.kek
         for topic in topics:
-            for partition in topic["partitions"]:
-                for dep in partition["dependencies"]:
-                    if dep["label"] == prefix or dep["label"].startswith(prefix + "@"):
-                        evidence.append(
-                            {
-                                "topic": topic["topic"],
-                                "partition": partition["partition"],
-                                "version": dep["label"][len(prefix) + 1 :] or None,
-                                "records": dep["records"],
-                                "first": dep["first"],
-                                "last": dep["last"],
-                                "ranges": dep["ranges"],
-                                "runs": dep["runs"],
-                            }
-                        )
-    records = sum(e["records"] for e in evidence)
-    return {
-        "kek": kek,
-        "safe_to_delete": records == 0,
-        "records_needing_it": records,
-        "evidence": evidence,
-        "state": match["state"] if match else None,
-        "caveats": CAVEATS,
-    }
+            for partition in topic.partitions:
+                for dep in partition.dependencies:
+                    if dep.label == prefix or dep.label.startswith(prefix + "@"):
+                        version = dep.label[len(prefix) + 1 :] or None
+                        evidence.append(DeletionEvidence(topic.topic, partition.partition, dep, version))
+    return DeletionAnswer(kek, tuple(evidence), match.state if match else None)

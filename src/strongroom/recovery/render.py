@@ -5,50 +5,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from strongroom.recovery.inventory import CAVEATS, Inventory
 from strongroom.recovery.plan import RecoveryPlan
 from strongroom.text import table
 
 
-def render_inventory(report: dict[str, Any]) -> str:
-    lines = [f"cluster {report['cluster_id']} · format {report['record_format']['format']}", ""]
-    rows = []
-    for topic in report["topics"]:
-        for partition in topic["partitions"]:
-            if not partition["dependencies"]:
-                rows.append([f"{topic['topic']}-{partition['partition']}", "(empty)", "", "", "", ""])
-            for dep in partition["dependencies"]:
-                ranges = ", ".join(f"{a}-{b}" for a, b, _ in dep["ranges"][:4])
-                more = f" (+{dep['runs'] - 4} more)" if dep["runs"] > 4 else ""
-                rows.append(
-                    [f"{topic['topic']}-{partition['partition']}", dep["label"], dep["records"], dep["first"],
-                     dep["last"], ranges + more]
-                )  # fmt: skip
+def render_inventory(report: Inventory) -> str:
+    lines = [f"cluster {report.cluster_id} · format {report.record_format['format']}", ""]
+    rows: list[list[Any]] = []
+    for topic in report.topics:
+        for partition in topic.partitions:
+            where = f"{topic.topic}-{partition.partition}"
+            if not partition.dependencies:
+                rows.append([where, "(empty)", "", "", "", ""])
+            for dep in partition.dependencies:
+                ranges = ", ".join(f"{r[0]}-{r[1]}" for r in dep.ranges[:4])
+                more = f" (+{dep.runs - 4} more)" if dep.runs > 4 else ""
+                rows.append([where, dep.label, dep.records, dep.first, dep.last, ranges + more])
     lines.append(table(rows, ["partition", "depends on", "records", "first", "last", "ranges"]))
-    if report["keks"]:
+    if report.keks:
         lines += ["", "KEKs:"]
         kek_rows = []
-        for entry in report["keks"]:
+        for kek in report.keks:
             versions = ", ".join(
-                f"{v}: {info['records']}" + ("" if info["unwrappable"] in (None, True) else " (NOT unwrappable)")
-                for v, info in sorted(entry["versions"].items())
+                f"{v}: {info.records}" + ("" if info.unwrappable in (None, True) else " (NOT unwrappable)")
+                for v, info in sorted(kek.versions.items())
             )
-            kek_rows.append([entry["kek"], entry["state"], entry["records"], versions])
+            kek_rows.append([kek.kek, kek.state, kek.records, versions])
         lines.append(table(kek_rows, ["KEK", "state", "records", "versions"]))
-    question = report.get("question")
+    question = report.question
     if question is not None:
         lines.append("")
-        if question["safe_to_delete"]:
-            lines.append(f"Is it safe to delete {question['kek']}? YES — no scanned record depends on it.")
+        if question.safe_to_delete:
+            lines.append(f"Is it safe to delete {question.kek}? YES — no scanned record depends on it.")
         else:
             where = ", ".join(
-                f"{e['topic']}-{e['partition']} ({e['records']} records, offsets {e['first']}-{e['last']})"
-                for e in question["evidence"]
+                f"{e.topic}-{e.partition} ({e.dependency.records} records, offsets {e.dependency.first}-"
+                f"{e.dependency.last})"
+                for e in question.evidence
             )
             lines.append(
-                f"Is it safe to delete {question['kek']}? NO — {question['records_needing_it']} record(s) still need "
+                f"Is it safe to delete {question.kek}? NO — {question.records_needing_it} record(s) still need "
                 f"it: {where}"
             )
-        lines.append("Caveats: " + " ".join(question["caveats"]))
+        lines.append("Caveats: " + " ".join(CAVEATS))
     return "\n".join(lines)
 
 
