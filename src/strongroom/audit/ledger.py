@@ -115,8 +115,8 @@ def capture_ledger(
         batches_before = result.batches
         _await(start_query(), result, on_batch, lambda: _should_stop(started, duration, stop))
         behind = _behind(result, target)
-        if not behind or result.batches == batches_before:
-            break  # caught up, or this round found nothing more to read (its own target reached)
+        if not behind or result.batches == batches_before or _should_stop(started, duration, stop):
+            break  # caught up, this round found nothing more to read (its own target reached), or told to stop
         log.info("the capture stopped short of %s; running it again", ", ".join(f"{t}[{p}]" for t, p in behind))
     result.seconds = time.monotonic() - started
     return result
