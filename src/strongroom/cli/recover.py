@@ -206,7 +206,7 @@ def apply(ctx: click.Context, /, bootstrap: str | None, command_config: str | No
         reason=reason,
     )
     report = apply_plan(view, plan, options, recorder, progress=out.note)
-    out.result(report, render_apply)
+    out.result(report.to_json(), lambda _data: render_apply(report))
 
 
 # ------------------------------------------------------------------------------------------ mark-lost

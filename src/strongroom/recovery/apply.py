@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from strongroom.errors import StrongroomError
@@ -48,13 +48,78 @@ class ApplyOptions:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class DeletionChange:
+    """What ``--delete-records`` does (or would do) to one partition."""
+
+    partition: int
+    log_start_before: int
+    log_start_after: int
+    lost_records: int | None
+    readable_records_also_deleted: int
+    status: str
+
+
+@dataclass(frozen=True)
+class OffsetChange:
+    """What ``--reset-offsets`` does (or would do) to one group's offset on one partition."""
+
+    partition: int
+    committed_before: int | None
+    committed_after: int | None
+    status: str
+
+
+@dataclass
+class GroupReset:
+    group: str
+    changes: list[OffsetChange]
+    operation_id: str | None = None
+    verified: dict[str, int | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"group": self.group, "changes": [asdict(c) for c in self.changes]}
+        if self.operation_id is not None:
+            out["operation_id"] = self.operation_id
+        if self.verified is not None:
+            out["verified"] = self.verified
+        return out
+
+
+@dataclass
+class ApplyReport:
+    """What ``recover apply`` did or would do (a dry run), and what it verified afterwards."""
+
+    topic: str
+    action: Action
+    executed: bool = False
+    changes: list[DeletionChange] = field(default_factory=list)
+    groups: list[GroupReset] = field(default_factory=list)
+    note: str | None = None
+    operation_id: str | None = None
+    verified: dict[str, int] | None = None
+    #: Partitions left alone because their loss is scattered (None: not reported).
+    skipped_scattered: list[int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"topic": self.topic, "action": self.action, "executed": self.executed}
+        if self.action == "delete-records":
+            out["changes"] = [asdict(c) for c in self.changes]
+        else:
+            out["groups"] = [g.to_json() for g in self.groups]
+        optional = {"note": self.note, "operation_id": self.operation_id, "verified": self.verified,
+                    "skipped_scattered": self.skipped_scattered}  # fmt: skip
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
+
+
 def apply_plan(
     view: ClusterView,
     plan: RecoveryPlan,
     options: ApplyOptions,
     recorder: OperationRecorder | None,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> ApplyReport:
     """Check the plan against the cluster, then report (dry run) or act, record and verify."""
     say = progress or (lambda message: None)
     topic = plan.topic
@@ -75,19 +140,14 @@ def apply_plan(
                 "deleting a prefix or skipping to L would discard readable records",
                 hint=plan.remedy.hint,
             )
-        return {
-            "topic": topic,
-            "action": options.action,
-            "executed": False,
-            "changes": [],
-            "note": "no partition of the plan has records that need a lost key: nothing to do",
-        }
+        note = "no partition of the plan has records that need a lost key: nothing to do"
+        return ApplyReport(topic, options.action, changes=[], note=note)
     reason = options.reason or _default_reason(plan)
     if options.action == "delete-records":
         report = _delete_records(view, plan, targets, current, options, recorder, reason, say)
     else:
         report = _reset_offsets(view, plan, targets, options, recorder, reason, say)
-    report["skipped_scattered"] = [s.partition for s in skipped]
+    report.skipped_scattered = [s.partition for s in skipped]
     return report
 
 
@@ -133,35 +193,28 @@ def _delete_records(
     recorder: OperationRecorder | None,
     reason: str,
     say: Callable[[str], None],
-) -> dict[str, Any]:
+) -> ApplyReport:
     topic = plan.topic
-    changes: list[dict[str, Any]] = []
+    report = ApplyReport(topic, "delete-records")
     to_delete: dict[int, int] = {}
     for entry in targets:
         partition, boundary = entry.partition, entry.boundary
         start, _ = current[partition]
-        change = {
-            "partition": partition,
-            "log_start_before": start,
-            "log_start_after": max(start, boundary),
-            "lost_records": entry.lost,
-            "readable_records_also_deleted": entry.readable_below_boundary if start < boundary else 0,
-            "status": "already past L" if start >= boundary else ("deleted" if options.execute else "would delete"),
-        }
-        changes.append(change)
+        status = "already past L" if start >= boundary else ("deleted" if options.execute else "would delete")
+        also_deleted = entry.readable_below_boundary if start < boundary else 0
+        report.changes.append(DeletionChange(partition, start, max(start, boundary), entry.lost, also_deleted, status))
         if start < boundary:
             to_delete[partition] = boundary
-    report: dict[str, Any] = {"topic": topic, "action": "delete-records", "executed": False, "changes": changes}
     if not options.execute or not to_delete:
         if not options.execute:
-            report["note"] = "dry run: nothing was changed; add --execute to delete these records"
+            report.note = "dry run: nothing was changed; add --execute to delete these records"
         return report
     say(f"deleting records of {len(to_delete)} partition(s) of {topic}")
     view.delete_records(topic, to_delete)
-    report["executed"] = True
+    report.executed = True
     if recorder is not None:
         before_after = {p: (current[p][0], o) for p, o in to_delete.items()}
-        report["operation_id"] = _recorded(lambda: recorder.record_deletion(plan, before_after, reason))
+        report.operation_id = _recorded(lambda: recorder.record_deletion(plan, before_after, reason))
     after = view.bounds(topic, sorted(to_delete))
     wrong = {p: after[p][0] for p, o in to_delete.items() if after[p][0] < o}
     if wrong:
@@ -169,7 +222,7 @@ def _delete_records(
             f"after deleting, the log start offsets of {topic} are {wrong}, below the plan's boundaries "
             f"{ {p: to_delete[p] for p in wrong} }"
         )
-    report["verified"] = {str(p): after[p][0] for p in sorted(to_delete)}
+    report.verified = {str(p): after[p][0] for p in sorted(to_delete)}
     return report
 
 
@@ -181,7 +234,7 @@ def _reset_offsets(
     recorder: OperationRecorder | None,
     reason: str,
     say: Callable[[str], None],
-) -> dict[str, Any]:
+) -> ApplyReport:
     topic = plan.topic
     groups = list(dict.fromkeys(options.groups))
     if options.all_groups:
@@ -205,7 +258,7 @@ def _reset_offsets(
             for g, i in active.items()
         )
         raise GroupActive(f"cannot reset offsets of an active consumer group: {described}; nothing was done")
-    report: dict[str, Any] = {"topic": topic, "action": "reset-offsets", "executed": False, "groups": []}
+    report = ApplyReport(topic, "reset-offsets")
     for group in groups:
         committed = view.committed(group, topic, partitions)
         moves: dict[int, tuple[int | None, int]] = {}
@@ -213,35 +266,31 @@ def _reset_offsets(
             before = committed.get(p)
             if before is None or before < boundaries[p]:
                 moves[p] = (before, boundaries[p])
-        group_entry: dict[str, Any] = {
-            "group": group,
-            "changes": [
-                {
-                    "partition": p,
-                    "committed_before": committed.get(p),
-                    "committed_after": moves[p][1] if p in moves else committed.get(p),
-                    "status": ("reset" if options.execute else "would reset") if p in moves else "already at or past L",
-                }
+        group_entry = GroupReset(
+            group,
+            [
+                OffsetChange(
+                    p, committed.get(p), moves[p][1] if p in moves else committed.get(p),
+                    ("reset" if options.execute else "would reset") if p in moves else "already at or past L",
+                )
                 for p in partitions
             ],
-        }
-        report["groups"].append(group_entry)
+        )  # fmt: skip
+        report.groups.append(group_entry)
         if not options.execute or not moves:
             continue
         say(f"resetting group {group!r} on {len(moves)} partition(s) of {topic}")
         view.reset_offsets(group, topic, {p: new for p, (_, new) in moves.items()})
-        report["executed"] = True
+        report.executed = True
         if recorder is not None:
-            group_entry["operation_id"] = _recorded(
-                functools.partial(recorder.record_reset, plan, group, moves, reason)
-            )
+            group_entry.operation_id = _recorded(functools.partial(recorder.record_reset, plan, group, moves, reason))
         after = view.committed(group, topic, sorted(moves))
         wrong = {p: after.get(p) for p, (_, new) in moves.items() if after.get(p) != new}
         if wrong:
             raise VerificationFailed(f"after resetting, group {group!r} has committed offsets {wrong} on {topic}")
-        group_entry["verified"] = {str(p): after[p] for p in sorted(moves)}
+        group_entry.verified = {str(p): after[p] for p in sorted(moves)}
     if not options.execute:
-        report["note"] = "dry run: nothing was changed; add --execute to reset these offsets"
+        report.note = "dry run: nothing was changed; add --execute to reset these offsets"
     return report
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strongroom.recovery.apply import ApplyReport
 from strongroom.recovery.inventory import CAVEATS, Inventory
 from strongroom.recovery.plan import RecoveryPlan
 from strongroom.text import table
@@ -109,31 +110,27 @@ def _n(value: Any, unknown: str = "?") -> str:
     return unknown if value is None else str(value)
 
 
-def render_apply(report: dict[str, Any]) -> str:
-    lines = [f"{report['action']} on {report['topic']}" + (" (EXECUTED)" if report["executed"] else "")]
-    if report["action"] == "delete-records" and report.get("changes"):
+def render_apply(report: ApplyReport) -> str:
+    lines = [f"{report.action} on {report.topic}" + (" (EXECUTED)" if report.executed else "")]
+    if report.action == "delete-records" and report.changes:
         rows = [
-            [c["partition"], c["log_start_before"], c["log_start_after"], _n(c["lost_records"]),
-             c["readable_records_also_deleted"], c["status"]]
-            for c in report["changes"]
+            [c.partition, c.log_start_before, c.log_start_after, _n(c.lost_records), c.readable_records_also_deleted,
+             c.status]
+            for c in report.changes
         ]  # fmt: skip
         lines.append(
             table(rows, ["partition", "log start", "new log start", "lost", "readable also deleted", "status"])
         )
-    for group in report.get("groups", []):
-        lines.append(f"group {group['group']}:")
-        rows = [
-            [c["partition"], _n(c["committed_before"]), _n(c["committed_after"]), c["status"]] for c in group["changes"]
-        ]
+    for group in report.groups:
+        lines.append(f"group {group.group}:")
+        rows = [[c.partition, _n(c.committed_before), _n(c.committed_after), c.status] for c in group.changes]
         lines.append(table(rows, ["partition", "committed", "new committed", "status"]))
-        if "operation_id" in group:
-            lines.append(f"recorded in the operations log as {group['operation_id']}; verified {group['verified']}")
-    if "operation_id" in report:
-        lines.append(
-            f"recorded in the operations log as {report['operation_id']}; verified log starts {report['verified']}"
-        )
-    if report.get("skipped_scattered"):
-        lines.append(f"skipped (scattered loss, not a prefix): partitions {report['skipped_scattered']}")
-    if report.get("note"):
-        lines.append(report["note"])
+        if group.operation_id is not None:
+            lines.append(f"recorded in the operations log as {group.operation_id}; verified {group.verified}")
+    if report.operation_id is not None:
+        lines.append(f"recorded in the operations log as {report.operation_id}; verified log starts {report.verified}")
+    if report.skipped_scattered:
+        lines.append(f"skipped (scattered loss, not a prefix): partitions {report.skipped_scattered}")
+    if report.note:
+        lines.append(report.note)
     return "\n".join(lines)
