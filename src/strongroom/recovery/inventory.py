@@ -101,9 +101,12 @@ class KekUsage:
     kek_id: str
     provider: str
     state: str
-    records: int
     versions: dict[str, KekVersion]
     partitions: tuple[str, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(v.records for v in self.versions.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -280,7 +283,6 @@ def _kek_table(
     states: Mapping[str, str],
     has_kms: bool,
 ) -> tuple[KekUsage, ...]:
-    records: dict[str, int] = {}
     per_version: dict[tuple[str, str], int] = {}
     partitions: dict[str, list[str]] = {}
     for topic in topics:
@@ -289,7 +291,6 @@ def _kek_table(
                 dep = deps.get(dependency.label)
                 if dep is None:
                     continue
-                records[dep.kek] = records.get(dep.kek, 0) + dependency.records
                 key = (dep.kek, dep.version or "-")
                 per_version[key] = per_version.get(key, 0) + dependency.records
                 where = f"{topic.topic}-{partition.partition}"
@@ -305,8 +306,8 @@ def _kek_table(
         )
     unknown = "unknown: no KMS configured" if not has_kms else "unknown"
     return tuple(
-        KekUsage(kek, first[kek].kek_id, first[kek].provider, states.get(kek, unknown), records.get(kek, 0),
-                 versions[kek], tuple(partitions.get(kek, ())))
+        KekUsage(kek, first[kek].kek_id, first[kek].provider, states.get(kek, unknown), versions[kek],
+                 tuple(partitions.get(kek, ())))
         for kek in sorted(first)
     )  # fmt: skip
 

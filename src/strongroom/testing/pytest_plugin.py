@@ -7,6 +7,8 @@ never interfere through Kafka state.
 * ``kafka_cluster`` - 1 broker (combined KRaft mode)
 * ``kafka_cluster3`` - 3 brokers + a dedicated controller; any broker a test stopped is restarted
   before the next test that uses it
+* ``kafka_cluster3_classic`` - the same with classic elections (no eligible leader replicas), for the
+  tests that need an unclean election to lose acknowledged records
 * ``kafka_cluster_factory`` - start a private cluster with special settings (stopped after the test)
 * ``openbao`` - OpenBao dev server with Transit; ``moto_kms`` - moto server for the AWS KMS API
 * ``spark`` - one small local SparkSession with Spark's Kafka connector
@@ -93,26 +95,27 @@ def new_group(unique_name: Callable[[str], str]) -> str:
     return unique_name("group")
 
 
+def _running(cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """A session cluster: started on first use, stopped when the session ends."""
+    started = cluster.start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[KafkaCluster]:
     from strongroom.testing.kafka_cluster import KafkaCluster
 
-    cluster = KafkaCluster(brokers=1).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(brokers=1))
 
 
 @pytest.fixture(scope="session")
 def _kafka_cluster3_session() -> Iterator[KafkaCluster]:
     from strongroom.testing.kafka_cluster import KafkaCluster
 
-    cluster = KafkaCluster(brokers=3).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(brokers=3))
 
 
 @pytest.fixture
@@ -125,11 +128,7 @@ def kafka_cluster3(_kafka_cluster3_session: KafkaCluster) -> KafkaCluster:
 def _kafka_cluster3_classic_session() -> Iterator[KafkaCluster]:
     from strongroom.testing.kafka_cluster import KafkaCluster
 
-    cluster = KafkaCluster(brokers=3, eligible_leader_replicas=False).start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(KafkaCluster(brokers=3, eligible_leader_replicas=False))
 
 
 @pytest.fixture
