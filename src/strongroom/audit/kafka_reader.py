@@ -88,7 +88,10 @@ def range_marker(
 
 class _RangeRead:
     """The consume loop shared by the row and digest readers: yields runs of record messages of
-    ``[start, end)`` and tracks where the range really started and ended."""
+    ``[start, end)`` and tracks where the range really started and ended.
+
+    One fetch is one step: a fetch with records is handled (:meth:`_handle`), an empty one asks whether
+    the quiet has lasted long enough to end the read or fail it (:meth:`_waited_out`)."""
 
     def __init__(self, consumer: Any, topic: str, partition: int, start: int, end: int, *, batch_size: int,
                  idle_timeout: float, eof_grace: float = DEFAULT_EOF_GRACE) -> None:  # fmt: skip
@@ -102,102 +105,140 @@ class _RangeRead:
         self.eof_grace = eof_grace
         self.effective_start = start
         self.actual_end = end
+        # The loop's state: where the next record is expected, whether the range is finished, when a
+        # record last arrived, (where, since when) the log has ended short of ``end``, resets seen.
+        self._position = start
+        self._done = False
+        self._last_progress = 0.0
+        self._short_eof: tuple[int, float] | None = None
+        self._resets = 0
 
     def runs(self) -> Iterator[tuple[list[Any], list[int]]]:
         """``(messages, offsets)`` of consecutive records, in offset order."""
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        topic, partition, end = self.topic, self.partition, self.end
-        consumer = self.consumer
-        consumer.assign([TopicPartition(topic, partition, self.start)])
-        done = False
-        resets = 0
-        last_progress = time.monotonic()
-        position = self.start
-        short_eof: tuple[int, float] | None = None  # (where, since when) the log has ended short of ``end``
-        while not done:
-            try:
-                msgs = consumer.consume(num_messages=self.batch_size, timeout=0.5)
-            except KafkaException as exc:
-                raise KafkaReadError(f"reading {topic}[{partition}] at offset {position} failed: {exc}") from exc
-            now = time.monotonic()
+        self.consumer.assign([TopicPartition(self.topic, self.partition, self.start)])
+        self._last_progress = time.monotonic()
+        while not self._done:
+            msgs = self._fetch()
             if msgs:
-                last_progress = now
-                short_eof = None
-            elif short_eof is not None:
-                waited = now - short_eof[1]
-                if waited >= self.eof_grace:
-                    _, high = self._watermarks(f"ended short of offset {end}")
-                    if high < end:  # still short of ``end`` after the grace: the log was truncated below it
-                        self.actual_end = max(self.effective_start, min(end, short_eof[0], high))
-                        break
-                    if waited >= self.eof_grace + self.idle_timeout:
-                        raise KafkaReadError(
-                            f"{topic}[{partition}]: the leader reports records up to offset {high}, but none "
-                            f"past {position} arrived in {waited:.0f}s"
-                        )
-            elif now - last_progress > self.idle_timeout:
+                self._last_progress = time.monotonic()
+                self._short_eof = None
+                yield from self._handle(msgs)
+            elif self._waited_out():
+                break
+
+    def _fetch(self) -> list[Any]:
+        from confluent_kafka import KafkaException
+
+        try:
+            msgs: list[Any] = self.consumer.consume(num_messages=self.batch_size, timeout=0.5)
+            return msgs
+        except KafkaException as exc:
+            raise KafkaReadError(
+                f"reading {self.topic}[{self.partition}] at offset {self._position} failed: {exc}"
+            ) from exc
+
+    def _waited_out(self) -> bool:
+        """After a fetch with nothing: True when the log ended short of ``end`` for longer than the grace
+        (a truncation: :attr:`actual_end` says where); :class:`KafkaReadError` when no record came for
+        ``idle_timeout`` seconds (or past the grace, while the leader says there are more)."""
+        now = time.monotonic()
+        if self._short_eof is None:
+            if now - self._last_progress > self.idle_timeout:
                 raise KafkaReadError(
-                    f"no progress reading {topic}[{partition}] at offset {position} (range {self.start}-{end}) "
-                    f"for {self.idle_timeout:.0f}s"
+                    f"no progress reading {self.topic}[{self.partition}] at offset {self._position} "
+                    f"(range {self.start}-{self.end}) for {self.idle_timeout:.0f}s"
                 )
-            errors = [m.error() for m in msgs]
-            if not any(errors):
-                # The common case: a run of records. Column-wise work, no per-record branching.
-                offs: list[int] = [m.offset() for m in msgs]
-                cut = bisect_left(offs, end)  # offsets increase within a partition
-                if cut < len(msgs):
-                    msgs, offs, done = msgs[:cut], offs[:cut], True
-                if offs:
-                    position = offs[-1] + 1
-                    done = done or offs[-1] >= end - 1
-                    yield msgs, offs
+            return False
+        eof_at, since = self._short_eof
+        waited = now - since
+        if waited < self.eof_grace:
+            return False
+        _, high = self._watermarks(f"ended short of offset {self.end}")
+        if high < self.end:  # still short of ``end`` after the grace: the log was truncated below it
+            self.actual_end = max(self.effective_start, min(self.end, eof_at, high))
+            return True
+        if waited >= self.eof_grace + self.idle_timeout:
+            raise KafkaReadError(
+                f"{self.topic}[{self.partition}]: the leader reports records up to offset {high}, but none "
+                f"past {self._position} arrived in {waited:.0f}s"
+            )
+        return False
+
+    def _handle(self, msgs: list[Any]) -> Iterator[tuple[list[Any], list[int]]]:
+        """The runs of one fetch. The common case, records only, is column-wise work with no per-record
+        branching; a fetch that also carries events (end of partition, out of range, errors) is walked."""
+        errors = [m.error() for m in msgs]
+        if not any(errors):
+            offs: list[int] = [m.offset() for m in msgs]
+            cut = bisect_left(offs, self.end)  # offsets increase within a partition
+            if cut < len(msgs):
+                msgs, offs, self._done = msgs[:cut], offs[:cut], True
+            if offs:
+                self._position = offs[-1] + 1
+                self._done = self._done or offs[-1] >= self.end - 1
+                yield msgs, offs
+            return
+        for m, err in zip(msgs, errors, strict=True):
+            if err is not None:
+                if self._on_event(m, err):
+                    return
                 continue
-            for i, m in enumerate(msgs):
-                err = errors[i]
-                if err is None:
-                    off: int = m.offset()
-                    if off >= end:
-                        done = True
-                        break
-                    yield [m], [off]
-                    position = off + 1
-                    if off >= end - 1:
-                        done = True
-                        break
-                    continue
-                code = err.code()
-                if code == _PARTITION_EOF:
-                    eof_at = m.offset()
-                    if eof_at is None or eof_at < 0 or eof_at >= end or self.eof_grace <= 0:
-                        if eof_at is not None and eof_at >= 0:
-                            self.actual_end = max(self.effective_start, min(end, eof_at))
-                        done = True
-                        break
-                    short_eof = (eof_at, time.monotonic())  # keep fetching (see "End of range"): records
-                    continue  # fetched after this event may follow in the same batch
-                if code == _AUTO_OFFSET_RESET:
-                    # The position is outside the log: below its start (retention, deletion) or beyond
-                    # its end (the log was truncated below what we were asked to read).
-                    resets += 1
-                    if resets > 10:
-                        raise KafkaReadError(f"{topic}[{partition}] keeps rejecting offset {position} as out of range")
-                    low, high = self._watermarks(f"rejected offset {position} as out of range")
-                    if position >= high:
-                        self.actual_end = max(self.effective_start, min(end, high))
-                        done = True
-                    else:
-                        self.effective_start = max(self.effective_start, low)
-                        position = max(position, self.effective_start)
-                        if self.effective_start >= end:
-                            self.actual_end = self.effective_start = end
-                            done = True
-                        else:
-                            consumer.assign([TopicPartition(topic, partition, position)])
-                    break
-                if err.fatal():
-                    raise KafkaReadError(f"reading {topic}[{partition}] failed: {err.str()}")
-                # anything else is transient (broker down, leader moving): librdkafka retries
+            off: int = m.offset()
+            if off >= self.end:
+                self._done = True
+                return
+            yield [m], [off]
+            self._position = off + 1
+            if off >= self.end - 1:
+                self._done = True
+                return
+
+    def _on_event(self, msg: Any, err: Any) -> bool:
+        """Act on one event of a fetch; True when the rest of the fetch is to be dropped."""
+        code = err.code()
+        if code == _PARTITION_EOF:
+            return self._on_partition_eof(msg.offset())
+        if code == _AUTO_OFFSET_RESET:
+            self._on_out_of_range()
+            return True
+        if err.fatal():
+            raise KafkaReadError(f"reading {self.topic}[{self.partition}] failed: {err.str()}")
+        return False  # anything else is transient (broker down, leader moving): librdkafka retries
+
+    def _on_partition_eof(self, eof_at: int | None) -> bool:
+        """The consumer reached the end of the log: the range is finished, unless the log ends short of
+        ``end`` (then keep fetching for the grace; see "End of range")."""
+        if eof_at is None or eof_at < 0 or eof_at >= self.end or self.eof_grace <= 0:
+            if eof_at is not None and eof_at >= 0:
+                self.actual_end = max(self.effective_start, min(self.end, eof_at))
+            self._done = True
+            return True
+        self._short_eof = (eof_at, time.monotonic())
+        return False  # records fetched after this event may follow in the same fetch
+
+    def _on_out_of_range(self) -> None:
+        """The position is outside the log: below its start (retention, deletion) or beyond its end (the
+        log was truncated below what we were asked to read). Restart at the log start, or finish."""
+        from confluent_kafka import TopicPartition
+
+        self._resets += 1
+        position = self._position
+        if self._resets > 10:
+            raise KafkaReadError(f"{self.topic}[{self.partition}] keeps rejecting offset {position} as out of range")
+        low, high = self._watermarks(f"rejected offset {position} as out of range")
+        if position >= high:
+            self.actual_end = max(self.effective_start, min(self.end, high))
+            self._done = True
+            return
+        self.effective_start = max(self.effective_start, low)
+        self._position = max(position, self.effective_start)
+        if self.effective_start >= self.end:
+            self.actual_end = self.effective_start = self.end
+            self._done = True
+        else:
+            self.consumer.assign([TopicPartition(self.topic, self.partition, self._position)])
 
     def _watermarks(self, why: str) -> tuple[int, int]:
         """The partition's (log start, high watermark) from its leader; ``why`` names the question."""
@@ -214,10 +255,22 @@ class _RangeRead:
         return min(self.effective_start, self.actual_end)
 
 
-def _consumer(connection: Mapping[str, Any], isolation: str, consumer_factory: Any) -> Any:
+def _reader(
+    connection: Mapping[str, Any],
+    isolation: str,
+    consumer_factory: Any,
+    where: tuple[str, int, int, int],
+    *,
+    batch_size: int,
+    idle_timeout: float,
+    eof_grace: float,
+) -> _RangeRead:
+    """A range read of ``where`` = (topic, partition, start, end) over a new assigned consumer (the caller
+    closes ``reader.consumer``)."""
     from confluent_kafka import Consumer
 
-    return (consumer_factory or Consumer)(reader_config(connection, isolation))
+    consumer = (consumer_factory or Consumer)(reader_config(connection, isolation))
+    return _RangeRead(consumer, *where, batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace)
 
 
 def read_range(
@@ -247,43 +300,59 @@ def read_range(
         if emit_range:
             yield range_marker(topic, partition, start, start, now_ms())
         return
-    consumer = _consumer(connection, isolation, consumer_factory)
-    reader = _RangeRead(
-        consumer, topic, partition, start, end, batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace
-    )
+    reader = _reader(connection, isolation, consumer_factory, (topic, partition, start, end),
+                     batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace)  # fmt: skip
+    rows = _RowColumns(topic, partition, ChunkAccumulator(topic, partition, chunk_size) if emit_digests else None)
     try:
-        cols: dict[str, list[Any]] = {n: [] for n in ("offset", "leader_epoch", "timestamp", "timestamp_type",
-                                                       "key_hash", "value_hash", "headers_hash", "key_len",
-                                                       "value_len", "read_at")}  # fmt: skip
-        n_records = n_bytes = 0
-        acc = ChunkAccumulator(topic, partition, chunk_size) if emit_digests else None
-
-        def flush() -> pa.RecordBatch:
-            nonlocal n_records, n_bytes
-            if acc is not None:
-                acc.add_hashed(cols["offset"], cols["leader_epoch"], cols["timestamp"], cols["key_hash"],
-                               cols["value_hash"], cols["headers_hash"])  # fmt: skip
-            batch = _batch(topic, partition, cols)
-            n_records += batch.num_rows
-            n_bytes += int(pc.sum(batch.column("key_len")).as_py() or 0)
-            n_bytes += int(pc.sum(batch.column("value_len")).as_py() or 0)
-            for col in cols.values():
-                col.clear()
-            return batch
-
         for msgs, offs in reader.runs():
-            _extend(cols, msgs, offs)
-            cols["read_at"].extend([now_ms()] * len(offs))
-            if len(cols["offset"]) >= batch_size:
-                yield flush()
-        if cols["offset"]:
-            yield flush()
-        if acc is not None and acc.chunks:
-            yield pa.RecordBatch.from_pylist(acc.ledger_rows(now_ms()), schema=ARROW_SCHEMA)
+            rows.extend(msgs, offs)
+            if rows.pending >= batch_size:
+                yield rows.flush()
+        if rows.pending:
+            yield rows.flush()
+        if rows.digests is not None and rows.digests.chunks:
+            yield pa.RecordBatch.from_pylist(rows.digests.ledger_rows(now_ms()), schema=ARROW_SCHEMA)
         if emit_range:
-            yield range_marker(topic, partition, reader.first, reader.actual_end, now_ms(), n_records, n_bytes)
+            yield range_marker(topic, partition, reader.first, reader.actual_end, now_ms(), rows.records, rows.nbytes)
     finally:
-        consumer.close()
+        reader.consumer.close()
+
+
+class _RowColumns:
+    """The audit columns of the records read and not yet emitted, and the totals of those emitted."""
+
+    def __init__(self, topic: str, partition: int, digests: ChunkAccumulator | None) -> None:
+        self.topic = topic
+        self.partition = partition
+        #: Chunk digests of every record emitted (``emit_digests``).
+        self.digests = digests
+        self.records = 0
+        self.nbytes = 0
+        self.cols: dict[str, list[Any]] = {n: [] for n in ("offset", "leader_epoch", "timestamp", "timestamp_type",
+                                                            "key_hash", "value_hash", "headers_hash", "key_len",
+                                                            "value_len", "read_at")}  # fmt: skip
+
+    @property
+    def pending(self) -> int:
+        return len(self.cols["offset"])
+
+    def extend(self, msgs: list[Any], offs: list[int]) -> None:
+        _extend(self.cols, msgs, offs)
+        self.cols["read_at"].extend([now_ms()] * len(offs))
+
+    def flush(self) -> pa.RecordBatch:
+        """The pending rows as one batch (their digests and totals counted); the columns start empty again."""
+        cols = self.cols
+        if self.digests is not None:
+            self.digests.add_hashed(cols["offset"], cols["leader_epoch"], cols["timestamp"], cols["key_hash"],
+                                    cols["value_hash"], cols["headers_hash"])  # fmt: skip
+        batch = _batch(self.topic, self.partition, cols)
+        self.records += batch.num_rows
+        self.nbytes += int(pc.sum(batch.column("key_len")).as_py() or 0)
+        self.nbytes += int(pc.sum(batch.column("value_len")).as_py() or 0)
+        for col in cols.values():
+            col.clear()
+        return batch
 
 
 def read_range_digests(
@@ -304,17 +373,8 @@ def read_range_digests(
     :mod:`strongroom.audit.digest`) and the range marker: the records never leave this process."""
     acc = ChunkAccumulator(topic, partition, chunk_size)
     if end > start:
-        consumer = _consumer(connection, isolation, consumer_factory)
-        reader = _RangeRead(
-            consumer,
-            topic,
-            partition,
-            start,
-            end,
-            batch_size=batch_size,
-            idle_timeout=idle_timeout,
-            eof_grace=eof_grace,
-        )
+        reader = _reader(connection, isolation, consumer_factory, (topic, partition, start, end),
+                         batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace)  # fmt: skip
         try:
             pending: tuple[list[Any], list[int]] = ([], [])
             for msgs, offs in reader.runs():
@@ -326,7 +386,7 @@ def read_range_digests(
             if pending[1]:
                 acc.add(*pending)
         finally:
-            consumer.close()
+            reader.consumer.close()
         first, last = reader.first, reader.actual_end
     else:
         first = last = start
