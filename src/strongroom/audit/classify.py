@@ -81,6 +81,11 @@ FINDINGS_COLUMNS = (
 )
 
 
+#: A record's coordinates, and the columns compared between the ledger (``l_``) and the log (``r_``).
+_KEYS = ["topic", "partition", "offset"]
+_CONTENT = ["leader_epoch", "timestamp", "key_hash", "value_hash", "headers_hash", "key_len", "value_len"]
+
+
 @dataclass(frozen=True)
 class ClassifyParams:
     """Scalars of one scrub run."""
@@ -139,65 +144,71 @@ def classify(
     """
     from pyspark.sql import functions as F
 
-    keys = ["topic", "partition", "offset"]
-    content = ["leader_epoch", "timestamp", "key_hash", "value_hash", "headers_hash", "key_len", "value_len"]
     led = dedupe_ledger(ledger).select(
-        *keys, *[F.col(c).alias(f"l_{c}") for c in content], "ledger_copies", F.lit(True).alias("l_present")
+        *_KEYS, *[F.col(c).alias(f"l_{c}") for c in _CONTENT], "ledger_copies", F.lit(True).alias("l_present")
     )
-    cur = log
-    if "kind" in cur.columns:
-        cur = cur.filter(F.col("kind").isin(*RECORD_KINDS))
-    cur = cur.select(*keys, *[F.col(c).alias(f"r_{c}") for c in content], F.lit(True).alias("r_present"))
+    cur = log.filter(F.col("kind").isin(*RECORD_KINDS)) if "kind" in log.columns else log
+    cur = cur.select(*_KEYS, *[F.col(c).alias(f"r_{c}") for c in _CONTENT], F.lit(True).alias("r_present"))
 
-    joined = led.join(cur, on=keys, how="full_outer")
+    joined = led.join(cur, on=_KEYS, how="full_outer")
     joined = joined.join(F.broadcast(partitions), on=["topic", "partition"], how="left")
     joined = joined.join(F.broadcast(topics), on=["topic"], how="left")
     joined = joined.join(F.broadcast(deletions), on=["topic", "partition"], how="left")
-
-    if params.compacted_topics:
-        # The highest offset of each key among the records still in the log: compaction removes an
-        # older record only because a later one of its key is kept. A later record that is itself
-        # only in the ledger (lost too) explains nothing.
-        names = sorted(params.compacted_topics)
-        key_rows = cur.filter(F.col("topic").isin(names) & F.col("r_key_hash").isNotNull()).select(
-            "topic", "partition", "offset", F.col("r_key_hash").alias("key_hash")
-        )
-        if retained_keys is not None:
-            key_rows = key_rows.unionByName(
-                retained_keys.filter(F.col("topic").isin(names) & F.col("key_hash").isNotNull()).select(
-                    "topic", "partition", "offset", "key_hash"
-                )
-            )
-        latest = key_rows.groupBy("topic", "partition", "key_hash").agg(F.max("offset").alias("key_latest_offset"))
-        joined = joined.join(
-            latest.withColumnRenamed("key_hash", "l_key_hash"), on=["topic", "partition", "l_key_hash"], how="left"
-        )
-    else:
-        joined = joined.withColumn("key_latest_offset", F.lit(None).cast("bigint"))
-
-    if coverage is not None:
-        cov = coverage.select(
-            F.col("topic").alias("c_topic"),
-            F.col("partition").alias("c_partition"),
-            "range_start",
-            "range_end",
-        )
-        cond = (
-            (joined["topic"] == cov["c_topic"])
-            & (joined["partition"] == cov["c_partition"])
-            & joined["l_present"].isNull()
-            & (joined["offset"] >= cov["range_start"])
-            & (joined["offset"] < cov["range_end"])
-        )
-        joined = (
-            joined.join(F.broadcast(cov), on=cond, how="left")
-            .withColumn("in_coverage", F.col("range_start").isNotNull())
-            .drop("c_topic", "c_partition", "range_start", "range_end")
-        )
-    else:
-        joined = joined.withColumn("in_coverage", F.lit(False))
-
+    joined = _with_latest_key_offset(joined, cur, params.compacted_topics, retained_keys)
+    joined = _with_coverage(joined, coverage)
     return joined.select(*_classified_columns(params))
+
+
+def _with_latest_key_offset(
+    joined: DataFrame, cur: DataFrame, compacted_topics: frozenset[str], retained_keys: DataFrame | None
+) -> DataFrame:
+    """``key_latest_offset``: the highest offset of each key among the records still in the log
+    (compacted topics only). Compaction removes an older record only because a later one of its key is
+    kept; a later record that is itself only in the ledger (lost too) explains nothing."""
+    from pyspark.sql import functions as F
+
+    if not compacted_topics:
+        return joined.withColumn("key_latest_offset", F.lit(None).cast("bigint"))
+    names = sorted(compacted_topics)
+    key_rows = cur.filter(F.col("topic").isin(names) & F.col("r_key_hash").isNotNull()).select(
+        "topic", "partition", "offset", F.col("r_key_hash").alias("key_hash")
+    )
+    if retained_keys is not None:
+        key_rows = key_rows.unionByName(
+            retained_keys.filter(F.col("topic").isin(names) & F.col("key_hash").isNotNull()).select(
+                "topic", "partition", "offset", "key_hash"
+            )
+        )
+    latest = key_rows.groupBy("topic", "partition", "key_hash").agg(F.max("offset").alias("key_latest_offset"))
+    return joined.join(
+        latest.withColumnRenamed("key_hash", "l_key_hash"), on=["topic", "partition", "l_key_hash"], how="left"
+    )
+
+
+def _with_coverage(joined: DataFrame, coverage: DataFrame | None) -> DataFrame:
+    """``in_coverage``: an unledgered record inside a range the ledger did read."""
+    from pyspark.sql import functions as F
+
+    if coverage is None:
+        return joined.withColumn("in_coverage", F.lit(False))
+    cov = coverage.select(
+        F.col("topic").alias("c_topic"),
+        F.col("partition").alias("c_partition"),
+        "range_start",
+        "range_end",
+    )
+    cond = (
+        (joined["topic"] == cov["c_topic"])
+        & (joined["partition"] == cov["c_partition"])
+        & joined["l_present"].isNull()
+        & (joined["offset"] >= cov["range_start"])
+        & (joined["offset"] < cov["range_end"])
+    )
+    return (
+        joined.join(F.broadcast(cov), on=cond, how="left")
+        .withColumn("in_coverage", F.col("range_start").isNotNull())
+        .drop("c_topic", "c_partition", "range_start", "range_end")
+    )
 
 
 @dataclass(frozen=True)

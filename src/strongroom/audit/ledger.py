@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +81,6 @@ def capture_ledger(
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
     cluster = ClusterState(client)
     partitions = [(t, p) for t, md in cluster.partitions_of(topics).items() for p in md.partitions]  # fails early
-    register(spark)
     options = source_options(
         client.bootstrap_servers,
         client.extra,
@@ -91,35 +90,40 @@ def capture_ledger(
         emitDigests=True,
         maxRecordsPerRange=max_records_per_range,
     )
-
-    def start_query() -> Any:
-        stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
-        writer = (
-            stream.writeStream.format("parquet")
-            .partitionBy("topic", "kind")
-            # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
-            # pays for value/headers hashes (it does for key hashes: keys repeat).
-            .option("compression", "zstd")
-            .option("parquet.enable.dictionary#value_hash", "false")
-            .option("parquet.enable.dictionary#headers_hash", "false")
-            .option("path", ledger.records)
-            .option("checkpointLocation", checkpoint or ledger.checkpoint)
-        )
-        trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
-        return writer.trigger(**trigger).start()
-
+    trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
+    register(spark)
     result = CaptureResult()
     started = time.monotonic()
     target = {tp: offset for tp, (offset, _) in cluster.list_offsets(partitions, "latest").items()} if once else {}
     for _ in range(CATCH_UP_ROUNDS if once else 1):
         batches_before = result.batches
-        _await(start_query(), result, on_batch, lambda: _should_stop(started, duration, stop))
+        query = _start_capture_query(spark, options, ledger.records, checkpoint or ledger.checkpoint, trigger)
+        _await(query, result, on_batch, lambda: _should_stop(started, duration, stop))
         behind = _behind(result, target)
         if not behind or result.batches == batches_before or _should_stop(started, duration, stop):
             break  # caught up, this round found nothing more to read (its own target reached), or told to stop
         log.info("the capture stopped short of %s; running it again", ", ".join(f"{t}[{p}]" for t, p in behind))
     result.seconds = time.monotonic() - started
     return result
+
+
+def _start_capture_query(
+    spark: SparkSession, options: Mapping[str, str], path: str, checkpoint: str, trigger: Mapping[str, Any]
+) -> Any:
+    """Start the streaming query from the ``strongroom-kafka`` source to the ledger's Parquet files."""
+    stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    writer = (
+        stream.writeStream.format("parquet")
+        .partitionBy("topic", "kind")
+        # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
+        # pays for value/headers hashes (it does for key hashes: keys repeat).
+        .option("compression", "zstd")
+        .option("parquet.enable.dictionary#value_hash", "false")
+        .option("parquet.enable.dictionary#headers_hash", "false")
+        .option("path", path)
+        .option("checkpointLocation", checkpoint)
+    )
+    return writer.trigger(**trigger).start()
 
 
 #: How often a ``once`` capture runs its query to reach the ends listed at its start.
