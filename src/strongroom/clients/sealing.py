@@ -100,7 +100,11 @@ class RuleCodec:
         bound_topic: str,
         lookup: SubjectKeyLookup,
     ) -> Outcome:
-        """Open one record read from a topic whose ciphertext is bound to ``bound_topic``."""
+        """Open one record read from a topic whose ciphertext is bound to ``bound_topic``.
+
+        The hot path of every decrypting consumer, so the common record (this rule's marker header, the
+        subject in the key) makes no call beyond the decryption: only a record without the marker, or
+        with the other mode's, is judged apart (:meth:`_off_marker`)."""
         if value is None:
             return Passthrough()
         try:
@@ -108,29 +112,11 @@ class RuleCodec:
         except EnvelopeError as exc:
             return Failed(_describe(exc), exc)
         document: FieldDocument | None = None
-        if marker is None:
-            if self.encrypted_only:
-                return Failed(
-                    f"record has no {RECORD_HEADER_NAME} marker header; this reader accepts encrypted records only "
-                    "(a plaintext or downgraded record)",
-                    None,
-                )
-            if self.fields is None:
-                if not self._looks_encrypted(value):
-                    return Passthrough()
-            else:
-                try:
-                    document = self._unmarked_document(value)
-                except EnvelopeError as exc:
-                    return Failed(_describe(exc), exc)
-                if document is None:
-                    return Passthrough()
-        elif marker.mode != self.mode:
-            problem = (
-                f"record is marked {marker.mode.name.lower().replace('_', '-')} but the rule for this topic "
-                f"is mode {self.rule.mode!r}"
-            )
-            return Failed(problem, None)
+        if marker is None or marker.mode != self.mode:
+            verdict = self._off_marker(marker, value)
+            if verdict is not None and not isinstance(verdict, FieldDocument):
+                return verdict
+            document = verdict
         subject: str | NoSubject
         subject_bytes: bytes | None = None
         if self._key_subject and key and len(key) <= MAX_SUBJECT_BYTES:
@@ -164,6 +150,30 @@ class RuleCodec:
         except (EnvelopeError, KmsError, KeysError) as exc:
             return Failed(_describe(exc), exc, keys.last_ref)
         return Opened(plain, without_marker(headers), subject, keys.erased)
+
+    def _off_marker(self, marker: RecordMarker | None, value: bytes) -> Outcome | FieldDocument | None:
+        """A record without this rule's marker: its outcome (a failure, or passed through as it is), or
+        what to open anyway: None for a whole value that looks like an envelope, the parsed document of a
+        field-mode record with sealed fields."""
+        if marker is not None:
+            problem = (
+                f"record is marked {marker.mode.name.lower().replace('_', '-')} but the rule for this topic "
+                f"is mode {self.rule.mode!r}"
+            )
+            return Failed(problem, None)
+        if self.encrypted_only:
+            return Failed(
+                f"record has no {RECORD_HEADER_NAME} marker header; this reader accepts encrypted records only "
+                "(a plaintext or downgraded record)",
+                None,
+            )
+        if self.fields is None:
+            return None if self._looks_encrypted(value) else Passthrough()
+        try:
+            document = self._unmarked_document(value)
+        except EnvelopeError as exc:
+            return Failed(_describe(exc), exc)
+        return Passthrough() if document is None else document
 
     def _marker(self, headers: list[Header]) -> RecordMarker | None:
         """The record's marker (first ``strongroom.enc`` header), parsed once per distinct value."""
