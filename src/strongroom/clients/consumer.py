@@ -37,7 +37,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Final, Literal, TypeVar
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -65,12 +66,30 @@ from strongroom.rules import EncryptionRules
 log = logging.getLogger(__name__)
 
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
+_P = TypeVar("_P", bound=StrEnum)
 
 _KMS_BACKOFF_START: Final = 0.5
 _KMS_BACKOFF_MAX: Final = 10.0
 _IDLE_SLICE: Final = 1.0
 #: Records taken from librdkafka per call once one is available (fewer Python↔C round trips).
 _FETCH_BATCH: Final = 500
+#: What :meth:`DecryptingConsumer.metrics` counts (see the module docstring for each outcome).
+_COUNTERS: Final = (
+    "decrypted",
+    "passthrough",
+    "erased_fields",
+    "erased_dropped",
+    "erased_marked",
+    "failed",
+    "failures_raised",
+    "dead_lettered",
+    "skipped",
+    "held",
+    "released",
+    "pending_timeouts",
+    "kms_retries",
+    "kafka_errors",
+)
 
 
 @dataclass
@@ -123,18 +142,15 @@ class DecryptingConsumer:
         create_topics: bool = True,
         encrypted_only: bool = True,
     ) -> None:
-        _check_choice("on_failure", on_failure, tuple(OnFailure))
-        _check_choice("erased", erased, tuple(OnErasedRecord))
-        _check_choice("pending", pending, tuple(OnPending))
-        if on_failure == "dead-letter" and not dead_letter_topic:
+        self.on_failure = _policy("on_failure", on_failure, OnFailure)
+        self.erased = _policy("erased", erased, OnErasedRecord)
+        self.pending = _policy("pending", pending, OnPending)
+        if self.on_failure == OnFailure.DEAD_LETTER and not dead_letter_topic:
             raise ConfigError("on_failure='dead-letter' needs a dead-letter topic", hint="pass dead_letter_topic=...")
         self.client_config = client_config
         self.rules = rules
         self.table = key_table
         self.topic_map = dict(topic_map or {})
-        self.on_failure = OnFailure(on_failure)
-        self.erased = OnErasedRecord(erased)
-        self.pending = OnPending(pending)
         self.dead_letter_topic = dead_letter_topic
         self.pending_timeout_s = pending_timeout_s
         self.kms_outage_wait_s = kms_outage_wait_s
@@ -154,22 +170,7 @@ class DecryptingConsumer:
         self._dlq: Producer | None = None
         self._dlq_errors: list[str] = []
         self._closed = False
-        self.counters: dict[str, int] = {
-            "decrypted": 0,
-            "passthrough": 0,
-            "erased_fields": 0,
-            "erased_dropped": 0,
-            "erased_marked": 0,
-            "failed": 0,
-            "failures_raised": 0,
-            "dead_lettered": 0,
-            "skipped": 0,
-            "held": 0,
-            "released": 0,
-            "pending_timeouts": 0,
-            "kms_retries": 0,
-            "kafka_errors": 0,
-        }
+        self.counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self.failures_by_cause: dict[str, int] = {}
 
     # ------------------------------------------------------------------ subscription
@@ -602,6 +603,9 @@ def _where(msg: Any) -> str:
     return f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
 
 
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+def _policy(name: str, value: str, policy: type[_P]) -> _P:
+    """``value`` as a member of ``policy``; :class:`ConfigError` naming the choices when it is none."""
+    allowed = tuple(member.value for member in policy)
     if value not in allowed:
         raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}", hint=f"pass {name}={allowed[0]!r}")
+    return policy(value)
