@@ -161,64 +161,30 @@ class _Collector:
         try:
             return future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
-            self.admin.poll(0)  # serve error_cb so the reported errors explain the failure
-            failure = exc.args[0] if exc.args else exc
-            raise connection_error(self.bootstrap, self.timeout, failure, self.reported, self.command_config) from None
+            raise self._unreachable(exc.args[0] if exc.args else exc) from None
         except TimeoutError:
-            self.admin.poll(0)
-            raise connection_error(
-                self.bootstrap, self.timeout, "request timed out", self.reported, self.command_config
-            ) from None
+            raise self._unreachable("request timed out") from None
+
+    def _unreachable(self, failure: Any) -> Exception:
+        """The one error that explains a failed request (after serving ``error_cb``, whose reported
+        errors say why)."""
+        self.admin.poll(0)
+        return connection_error(self.bootstrap, self.timeout, failure, self.reported, self.command_config)
 
     def collect(self, topic_patterns: Sequence[str]) -> ClusterSnapshot:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
-
+        """Brokers, topic metadata, then the configs of the checked topics and of every broker."""
         self.progress(f"connecting to {self.bootstrap}")
         cluster = self._wait(self.admin.describe_cluster(request_timeout=self.timeout))
         brokers = tuple(sorted((Broker(n.id, n.host, n.port, n.rack) for n in cluster.nodes), key=lambda b: b.id))
         self.progress(f"cluster {cluster.cluster_id}: {len(brokers)} brokers; reading topic metadata")
-        try:
-            metadata = self.admin.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            self.admin.poll(0)
-            failure = exc.args[0] if exc.args else exc
-            raise connection_error(self.bootstrap, self.timeout, failure, self.reported, self.command_config) from None
-        partitions = {
-            name: tuple(
-                Partition(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
-                for p in sorted(meta.partitions.values(), key=lambda p: p.id)
-            )
-            for name, meta in metadata.topics.items()
-            if meta.error is None
-        }
+        partitions = self._partitions()
         checked = select_topics(sorted(partitions), topic_patterns)
         notes: list[str] = []
         if topic_patterns and not any(n not in INTERNAL_TOPICS for n in checked):
             notes.append(f"no topic matches --topic {' '.join(topic_patterns)} (only Kafka's internal topics checked)")
         self.progress(f"describing configs of {len(checked)} topics and {len(brokers)} brokers")
-        topic_configs: dict[str, dict[str, ConfigValue]] = {}
-        if checked:
-            resources = [ConfigResource(ResourceType.TOPIC, name) for name in sorted(checked)]
-            futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
-            for resource, future in futures.items():
-                try:
-                    topic_configs[resource.name] = _config_values(self._wait_resource(future))
-                except (KafkaException, TimeoutError) as exc:
-                    notes.append(f"topic {resource.name}: configs not readable ({_failure(exc)}); not checked")
-        broker_configs: dict[int, dict[str, ConfigValue]] = {}
-        broker_futures = {
-            b.id: self.admin.describe_configs(
-                [ConfigResource(ResourceType.BROKER, str(b.id))], request_timeout=self.timeout
-            )
-            for b in brokers
-        }
-        for broker_id, per_resource in broker_futures.items():
-            for future in per_resource.values():
-                try:
-                    broker_configs[broker_id] = _config_values(self._wait_resource(future))
-                except (KafkaException, TimeoutError) as exc:
-                    notes.append(f"broker {broker_id}: configs not readable ({_failure(exc)})")
+        topic_configs = self._topic_configs(checked, notes)
+        broker_configs = self._broker_configs(brokers, notes)
         topics = {
             name: Topic(name, parts, topic_configs.get(name, {}))
             for name, parts in sorted(partitions.items())
@@ -234,6 +200,60 @@ class _Collector:
             broker_configs=broker_configs,
             notes=tuple(notes),
         )
+
+    def _partitions(self) -> dict[str, tuple[Partition, ...]]:
+        """Every readable topic's partitions (leader, replicas, ISR), from one metadata request."""
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata = self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._unreachable(exc.args[0] if exc.args else exc) from None
+        return {
+            name: tuple(
+                Partition(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+                for p in sorted(meta.partitions.values(), key=lambda p: p.id)
+            )
+            for name, meta in metadata.topics.items()
+            if meta.error is None
+        }
+
+    def _topic_configs(self, checked: frozenset[str], notes: list[str]) -> dict[str, dict[str, ConfigValue]]:
+        """The configs of the checked topics (one request); a topic whose configs cannot be read is noted."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        configs: dict[str, dict[str, ConfigValue]] = {}
+        if not checked:
+            return configs
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in sorted(checked)]
+        futures = self.admin.describe_configs(resources, request_timeout=self.timeout)
+        for resource, future in futures.items():
+            try:
+                configs[resource.name] = _config_values(self._wait_resource(future))
+            except (KafkaException, TimeoutError) as exc:
+                notes.append(f"topic {resource.name}: configs not readable ({_failure(exc)}); not checked")
+        return configs
+
+    def _broker_configs(self, brokers: Sequence[Broker], notes: list[str]) -> dict[int, dict[str, ConfigValue]]:
+        """Each broker's configs (one request per broker, all in flight at once)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+        configs: dict[int, dict[str, ConfigValue]] = {}
+        futures = {
+            b.id: self.admin.describe_configs(
+                [ConfigResource(ResourceType.BROKER, str(b.id))], request_timeout=self.timeout
+            )
+            for b in brokers
+        }
+        for broker_id, per_resource in futures.items():
+            for future in per_resource.values():
+                try:
+                    configs[broker_id] = _config_values(self._wait_resource(future))
+                except (KafkaException, TimeoutError) as exc:
+                    notes.append(f"broker {broker_id}: configs not readable ({_failure(exc)})")
+        return configs
 
     def _wait_resource(self, future: Any) -> Any:
         return future.result(timeout=self.timeout + 5)
