@@ -22,12 +22,12 @@ import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_admin, new_producer
+from strongroom.runtime import iso_utc, now_ms
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -58,7 +58,7 @@ class Alert:
     topic: str | None = None
     partition: int | None = None
     evidence: Mapping[str, Any] = field(default_factory=dict)
-    at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    at_ms: int = field(default_factory=now_ms)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -68,7 +68,7 @@ class Alert:
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "at": datetime.fromtimestamp(self.at_ms / 1000, tz=UTC).isoformat(timespec="milliseconds"),
+            "at": iso_utc(self.at_ms, timespec="milliseconds"),
             "at_ms": self.at_ms,
             "kind": self.kind,
             "severity": self.severity,

@@ -21,7 +21,6 @@ place so a reader never sees half a file.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -32,6 +31,7 @@ import pyarrow.parquet as pq
 from strongroom.audit.hashing import record_hashes
 from strongroom.audit.schema import ARROW_SCHEMA
 from strongroom.audit.store import LedgerPaths
+from strongroom.runtime import now_ms
 
 KIND_DELIVERY = "delivery"
 _FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name not in ("topic", "kind")])
@@ -65,7 +65,7 @@ class DeliveryLedger:
             "headers_hash": hh,
             "key_len": None if key is None else len(key),
             "value_len": None if value is None else len(value),
-            "read_at": int(time.time() * 1000),
+            "read_at": now_ms(),
         }
         with self._lock:
             self._rows[msg.topic()].append(row)
@@ -84,7 +84,7 @@ class DeliveryLedger:
                 continue
             directory = self.ledger.local(self.ledger.deliveries) / f"topic={topic}" / f"kind={KIND_DELIVERY}"
             directory.mkdir(parents=True, exist_ok=True)
-            name = f"part-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}.parquet"
+            name = f"part-{now_ms()}-{uuid.uuid4().hex[:8]}.parquet"
             tmp = directory / f".{name}.tmp"
             pq.write_table(pa.Table.from_pylist(items, schema=_FILE_SCHEMA), tmp, compression="zstd")
             tmp.replace(directory / name)

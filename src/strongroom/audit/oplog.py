@@ -21,13 +21,13 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from strongroom.audit.errors import OperationsLogError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
-from strongroom.runtime import now_ms, operator_name
+from strongroom.runtime import iso_utc, now_ms, operator_name
 
 OPERATIONS_TOPIC = "strongroom-operations"
 SCHEMA_VERSION = 1
@@ -91,7 +91,7 @@ class Operation:
 
     @property
     def when(self) -> str:
-        return datetime.fromtimestamp(self.when_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+        return iso_utc(self.when_ms, timespec="milliseconds")
 
     def to_json(self) -> dict[str, Any]:
         return {
