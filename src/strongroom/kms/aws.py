@@ -27,7 +27,7 @@ from pydantic_settings import SettingsConfigDict
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import DekPair, Edek, KekState, Kms
-from strongroom.kms.config import ProviderConfig, require_tls, validate_config
+from strongroom.kms.config import ProviderConfig, provider_package, require_tls, validate_config
 from strongroom.kms.errors import (
     EdekInvalid,
     KekDisabled,
@@ -35,7 +35,6 @@ from strongroom.kms.errors import (
     KekPendingDeletion,
     KmsAccessDenied,
     KmsConfigError,
-    KmsProviderMissing,
     KmsTlsError,
     KmsUnavailable,
     UnknownAlias,
@@ -118,23 +117,13 @@ class AwsKmsConfig(ProviderConfig):
         return self
 
 
-def _import_boto3() -> Any:
-    try:
-        import boto3
-    except ImportError:
-        raise KmsProviderMissing(
-            "the AWS KMS provider needs the 'boto3' package", hint="pip install 'strongroom[aws]'"
-        ) from None
-    return boto3
-
-
 class AwsKms(Kms):
     """AWS KMS. One boto3 client per instance (boto3 clients are thread-safe)."""
 
     def __init__(self, config: AwsKmsConfig) -> None:
         self.config = config
         self.name = config.name
-        boto3 = _import_boto3()
+        boto3 = provider_package("boto3", provider="AWS", extra="aws")
         import botocore.config
         import botocore.exceptions
 

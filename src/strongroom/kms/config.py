@@ -7,13 +7,14 @@ token or secret key would put the secret into a log line.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from strongroom.kms.errors import KmsConfigError
+from strongroom.kms.errors import KmsConfigError, KmsProviderMissing
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -37,6 +38,20 @@ def validate_config(model: type[ConfigT], values: Mapping[str, Any]) -> ConfigT:
             for error in exc.errors(include_input=False, include_url=False)
         )
         raise KmsConfigError(f"invalid {model.__name__}: {problems}") from None
+
+
+def provider_package(package: str, *, provider: str, extra: str, submodules: tuple[str, ...] = ()) -> Any:
+    """The optional ``package`` a provider is built on (and its ``submodules``), imported on first use: a
+    missing one fails with the ``pip install 'strongroom[extra]'`` to run."""
+    try:
+        module = importlib.import_module(package)
+        for name in submodules:
+            importlib.import_module(f"{package}.{name}")
+    except ImportError:
+        raise KmsProviderMissing(
+            f"the {provider} KMS provider needs the {package!r} package", hint=f"pip install 'strongroom[{extra}]'"
+        ) from None
+    return module
 
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})

@@ -28,7 +28,7 @@ from pydantic_settings import SettingsConfigDict
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import CALL_WIDE_ERRORS, DekPair, Edek, KekState, Kms
-from strongroom.kms.config import ProviderConfig, require_tls, validate_config
+from strongroom.kms.config import ProviderConfig, provider_package, require_tls, validate_config
 from strongroom.kms.errors import (
     EdekInvalid,
     KekDisabled,
@@ -36,7 +36,6 @@ from strongroom.kms.errors import (
     KekPendingDeletion,
     KmsAccessDenied,
     KmsMisconfigured,
-    KmsProviderMissing,
     KmsTlsError,
     KmsUnavailable,
     UnknownAlias,
@@ -99,25 +98,13 @@ class VaultKmsConfig(ProviderConfig):
         return key
 
 
-def _import_hvac() -> Any:
-    try:
-        import hvac
-        import hvac.exceptions
-    except ImportError:
-        raise KmsProviderMissing(
-            "the Vault KMS provider needs the 'hvac' package",
-            hint="pip install 'strongroom[vault]'",
-        ) from None
-    return hvac
-
-
 class VaultKms(Kms):
     """Transit-backed KMS. One ``hvac.Client`` (one HTTP connection pool) per instance."""
 
     def __init__(self, config: VaultKmsConfig) -> None:
         self.config = config
         self.name = config.name
-        self._hvac = _import_hvac()
+        self._hvac = provider_package("hvac", provider="Vault", extra="vault", submodules=("exceptions",))
         verify: bool | str = str(config.ca_cert) if config.ca_cert else config.verify_tls
         cert: str | tuple[str, str] | None = None
         if config.client_cert is not None:  # a PEM with both, or separate cert and key files
