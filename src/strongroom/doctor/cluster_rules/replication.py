@@ -30,6 +30,20 @@ def _min_isr_evidence(topic: Topic, rf: int) -> dict[str, object]:
     return {"replication_factor": rf, **config_evidence(topic, "min.insync.replicas")}
 
 
+def _min_isr_settings(snapshot: ClusterSnapshot) -> Iterator[tuple[Topic, int, ConfigValue, int]]:
+    """``(topic, min.insync.replicas, where it is set, replication factor)`` of each regular topic that
+    has a min.insync.replicas: what the three min-isr rules compare."""
+    for topic in regular_topics(snapshot):
+        required, value = min_isr(topic)
+        if required is not None and value is not None:
+            yield topic, required, value, topic.replication_factor
+
+
+def _min_isr_finding(rule: ClusterRule, topic: Topic, rf: int, problem: str, fix: tuple[str, list[str]]) -> Finding:
+    text, commands = fix
+    return rule.finding("topic", topic.name, problem, text, evidence=_min_isr_evidence(topic, rf), commands=commands)
+
+
 def _min_isr_fixes(
     topic: Topic, value: ConfigValue, target: int, settings: ClusterCheckSettings
 ) -> tuple[str, list[str]]:
@@ -120,19 +134,14 @@ def replication_factor_above_brokers(
     "with NOT_ENOUGH_REPLICAS.",
 )
 def min_isr_above_rf(rule: ClusterRule, snapshot: ClusterSnapshot, settings: ClusterCheckSettings) -> Iterator[Finding]:
-    for topic in regular_topics(snapshot):
-        required, value = min_isr(topic)
-        rf = topic.replication_factor
-        if required is None or value is None or not topic.partitions or required <= rf:
+    for topic, required, value, rf in _min_isr_settings(snapshot):
+        if not topic.partitions or required <= rf:
             continue
         target = TARGET_MIN_ISR if rf >= TARGET_RF else max(1, rf - 1)
-        fix, commands = _min_isr_fixes(topic, value, target, settings)
-        yield rule.finding(
-            "topic", topic.name,
-            f"min.insync.replicas={required} ({value.where}) > replication factor {rf}: "
-            "acks=all writes always fail",
-            fix, evidence=_min_isr_evidence(topic, rf), commands=commands,
-        )  # fmt: skip
+        problem = (
+            f"min.insync.replicas={required} ({value.where}) > replication factor {rf}: acks=all writes always fail"
+        )
+        yield _min_isr_finding(rule, topic, rf, problem, _min_isr_fixes(topic, value, target, settings))
 
 
 @CLUSTER_RULES.rule(
@@ -146,26 +155,24 @@ def min_isr_above_rf(rule: ClusterRule, snapshot: ClusterSnapshot, settings: Clu
 def min_isr_equals_rf(
     rule: ClusterRule, snapshot: ClusterSnapshot, settings: ClusterCheckSettings
 ) -> Iterator[Finding]:
-    for topic in regular_topics(snapshot):
-        required, value = min_isr(topic)
-        rf = topic.replication_factor
+    for topic, required, value, rf in _min_isr_settings(snapshot):
         # RF 1 cannot have anything else; replication-factor-below-3 reports it.
-        if required is None or value is None or rf < 2 or required != rf:
+        if rf < 2 or required != rf:
             continue
-        if rf >= TARGET_RF:
-            fix, commands = _min_isr_fixes(topic, value, TARGET_MIN_ISR, settings)
-        else:
-            fix = (
+        fix: tuple[str, list[str]] = (
+            _min_isr_fixes(topic, value, TARGET_MIN_ISR, settings)
+            if rf >= TARGET_RF
+            else (
                 f"raise the replication factor to {TARGET_RF} (see replication-factor-below-3), "
-                f"keeping min.insync.replicas={TARGET_MIN_ISR}"
+                f"keeping min.insync.replicas={TARGET_MIN_ISR}",
+                [],
             )
-            commands = []
-        yield rule.finding(
-            "topic", topic.name,
+        )
+        problem = (
             f"min.insync.replicas={required} ({value.where}) = replication factor {rf}: "
-            "one broker down stops acks=all writes",
-            fix, evidence=_min_isr_evidence(topic, rf), commands=commands,
-        )  # fmt: skip
+            "one broker down stops acks=all writes"
+        )
+        yield _min_isr_finding(rule, topic, rf, problem, fix)
 
 
 @CLUSTER_RULES.rule(
@@ -176,18 +183,14 @@ def min_isr_equals_rf(
     "(the ISR may have shrunk to the leader); if that broker then fails, an acknowledged record is lost.",
 )
 def min_isr_too_low(rule: ClusterRule, snapshot: ClusterSnapshot, settings: ClusterCheckSettings) -> Iterator[Finding]:
-    for topic in regular_topics(snapshot):
-        required, value = min_isr(topic)
-        rf = topic.replication_factor
-        if required is None or value is None or required > 1 or rf < TARGET_RF:
+    for topic, required, value, rf in _min_isr_settings(snapshot):
+        if required > 1 or rf < TARGET_RF:
             continue
-        fix, commands = _min_isr_fixes(topic, value, TARGET_MIN_ISR, settings)
-        yield rule.finding(
-            "topic", topic.name,
+        problem = (
             f"min.insync.replicas={required} ({value.where}) with replication factor {rf}: acks=all can acknowledge "
-            "a write only the leader has",
-            fix, evidence=_min_isr_evidence(topic, rf), commands=commands,
-        )  # fmt: skip
+            "a write only the leader has"
+        )
+        yield _min_isr_finding(rule, topic, rf, problem, _min_isr_fixes(topic, value, TARGET_MIN_ISR, settings))
 
 
 @CLUSTER_RULES.rule(
