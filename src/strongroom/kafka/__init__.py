@@ -1,1 +1,4 @@
-"""Typed wrappers over confluent-kafka, resilient client defaults, encrypting producer / decrypting consumer."""
+"""The Kafka transport: resilient client settings (``config``), output-topic limits (``topics``) and the one
+module that builds every confluent-kafka client and answers watermarks, committed offsets and configs
+(``transport``). The encrypting producer and decrypting consumer live above the keys, in
+:mod:`strongroom.clients`."""
