@@ -138,32 +138,14 @@ class _Settings:
         from strongroom.audit.kafka_reader import read_range, read_range_digests
 
         assert isinstance(partition, RangePartition)
+        where = (self.connection, partition.topic, partition.partition, partition.start, partition.end)
         if self.output == "digests":
-            yield from read_range_digests(
-                self.connection,
-                partition.topic,
-                partition.partition,
-                partition.start,
-                partition.end,
-                chunk_size=self.chunk_size,
-                isolation=self.isolation,
-                idle_timeout=self.idle_timeout,
-                eof_grace=self.eof_grace,
-            )
+            yield from read_range_digests(*where, chunk_size=self.chunk_size, isolation=self.isolation,
+                                          idle_timeout=self.idle_timeout, eof_grace=self.eof_grace)  # fmt: skip
             return
-        yield from read_range(
-            self.connection,
-            partition.topic,
-            partition.partition,
-            partition.start,
-            partition.end,
-            isolation=self.isolation,
-            emit_range=self.emit_ranges,
-            emit_digests=self.emit_digests,
-            chunk_size=self.chunk_size,
-            idle_timeout=self.idle_timeout,
-            eof_grace=self.eof_grace,
-        )
+        yield from read_range(*where, isolation=self.isolation, emit_range=self.emit_ranges,
+                              emit_digests=self.emit_digests, chunk_size=self.chunk_size,
+                              idle_timeout=self.idle_timeout, eof_grace=self.eof_grace)  # fmt: skip
 
 
 class KafkaBatchReader(DataSourceReader):
