@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from hashlib import blake2b
 
-HASH_NAME = "blake2b-128"
 DIGEST_SIZE = 16
 
 Headers = Sequence[tuple[str, bytes | None]] | None

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from strongroom.audit.classify import AUDITED_STATUSES, DURABLE_STATUSES, UNLEDGERED
+from strongroom.audit.classify import ALL_STATUSES, AUDITED_STATUSES, DURABLE_STATUSES, UNLEDGERED
 from strongroom.audit.kafka_state import TopicState
 from strongroom.audit.nines import Score
 from strongroom.audit.units import format_duration_ms
@@ -27,7 +27,7 @@ CountRow = Mapping[str, Any]
 
 def counts_of(rows: Iterable[CountRow]) -> dict[str, int]:
     """Records per status (every status present, zero or not)."""
-    out = dict.fromkeys((*AUDITED_STATUSES, UNLEDGERED), 0)
+    out = dict.fromkeys(ALL_STATUSES, 0)
     for r in rows:
         out[r["status"]] += int(r["records"])
     return out

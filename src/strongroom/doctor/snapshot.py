@@ -133,10 +133,6 @@ class Topic:
     def setting(self, name: str) -> ConfigValue | None:
         return self.config.get(name)
 
-    def int_setting(self, name: str) -> int | None:
-        value = self.config.get(name)
-        return value.as_int() if value is not None else None
-
     def effective_config(self) -> dict[str, str]:
         return {k: v.value for k, v in self.config.items() if v.value is not None}
 
