@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from strongroom.errors import KmsError
-from strongroom.kms.api import DekPair, Edek, KekState, Kms
+from strongroom.kms.api import Kms
 from strongroom.kms.wrapper import KmsWrapper
 
 T = TypeVar("T")
@@ -31,7 +31,8 @@ class MeteredKms(KmsWrapper):
         self._latency: defaultdict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         self._items: defaultdict[str, int] = defaultdict(int)
 
-    def _measure(self, operation: str, call: Callable[[], T], items: int = 1) -> T:
+    def _around(self, operation: str, call: Callable[[], T], items: int = 1) -> T:
+        """Count the call's outcome and time it."""
         started = self._clock()
         outcome = "ok"
         try:
@@ -51,24 +52,6 @@ class MeteredKms(KmsWrapper):
                 latency[0] += elapsed
                 latency[1] += 1
                 latency[2] = max(latency[2], elapsed)
-
-    def resolve_alias(self, alias: str) -> str:
-        return self._measure("resolve_alias", lambda: self.inner.resolve_alias(alias))
-
-    def generate_dek(self, kek_id: str) -> DekPair:
-        return self._measure("generate_dek", lambda: self.inner.generate_dek(kek_id))
-
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        return self._measure("wrap", lambda: self.inner.wrap(kek_id, plaintext))
-
-    def unwrap(self, edek: Edek) -> bytes:
-        return self._measure("unwrap", lambda: self.inner.unwrap(edek))
-
-    def unwrap_many(self, edeks: Sequence[Edek]) -> list[bytes | KmsError]:
-        return self._measure("unwrap_many", lambda: self.inner.unwrap_many(edeks), items=len(edeks))
-
-    def describe_kek(self, kek_id: str) -> KekState:
-        return self._measure("describe_kek", lambda: self.inner.describe_kek(kek_id))
 
     @property
     def calls(self) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from strongroom.errors import KmsError
-from strongroom.kms.api import DekPair, Edek, KekState, Kms
+from strongroom.kms.api import Edek, Kms
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.kms.wrapper import KmsWrapper
 
@@ -49,7 +49,8 @@ class RetryingKms(KmsWrapper):
         self._clock = clock
         self._rng = rng or random.Random()
 
-    def _retry(self, operation: str, call: Callable[[], T]) -> T:
+    def _around(self, operation: str, call: Callable[[], T], items: int = 1) -> T:
+        """Run the call again while the KMS is unavailable, within the attempts and the deadline."""
         started = self._clock()
         attempt = 0
         while True:
@@ -76,24 +77,9 @@ class RetryingKms(KmsWrapper):
             return None
         return delay
 
-    def resolve_alias(self, alias: str) -> str:
-        return self._retry("resolve_alias", lambda: self.inner.resolve_alias(alias))
-
-    def generate_dek(self, kek_id: str) -> DekPair:
-        return self._retry("generate_dek", lambda: self.inner.generate_dek(kek_id))
-
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        return self._retry("wrap", lambda: self.inner.wrap(kek_id, plaintext))
-
-    def unwrap(self, edek: Edek) -> bytes:
-        return self._retry("unwrap", lambda: self.inner.unwrap(edek))
-
-    def describe_kek(self, kek_id: str) -> KekState:
-        return self._retry("describe_kek", lambda: self.inner.describe_kek(kek_id))
-
     def unwrap_many(self, edeks: Sequence[Edek]) -> list[bytes | KmsError]:
         """Retries the call, and then the items that individually came back unavailable."""
-        results = self._retry("unwrap_many", lambda: self.inner.unwrap_many(edeks))
+        results = self._around("unwrap_many", lambda: self.inner.unwrap_many(edeks))
         started = self._clock()
         attempt = 1
         while True:
@@ -106,6 +92,6 @@ class RetryingKms(KmsWrapper):
             self._sleep(delay)
             attempt += 1
             batch = [edeks[i] for i in pending]
-            retried = self._retry("unwrap_many", functools.partial(self.inner.unwrap_many, batch))
+            retried = self._around("unwrap_many", functools.partial(self.inner.unwrap_many, batch))
             for index, outcome in zip(pending, retried, strict=True):
                 results[index] = outcome
