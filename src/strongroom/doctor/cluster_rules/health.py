@@ -6,12 +6,12 @@ included (an offline ``__consumer_offsets`` partition stalls every group it host
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from strongroom.doctor.cluster_rules.base import CLUSTER_RULES, ClusterCheckSettings, ClusterRule, min_isr
 from strongroom.doctor.model import Finding, Severity
-from strongroom.doctor.snapshot import ClusterSnapshot, Partition
+from strongroom.doctor.snapshot import ClusterSnapshot, Partition, Topic
 
 #: How many partitions a finding lists in its evidence (the count is always complete).
 MAX_LISTED_PARTITIONS = 20
@@ -37,6 +37,22 @@ def _ids(partitions: Sequence[Partition]) -> str:
     return shown + (f", ... ({len(partitions)} in all)" if len(partitions) > 10 else "")
 
 
+def _partitions_finding(
+    rule: ClusterRule,
+    topic: Topic,
+    bad: Sequence[Partition],
+    what: str,
+    fix: str,
+    live: set[int],
+    evidence: Mapping[str, Any] | None = None,
+) -> Finding:
+    """One finding about ``bad`` partitions of ``topic``: how many of all, which, and their replicas."""
+    return rule.finding(
+        "topic", topic.name, f"{len(bad)} of {len(topic.partitions)} partitions {what} (partitions {_ids(bad)})",
+        fix, evidence={**(evidence or {}), **_partitions_evidence(bad, live)},
+    )  # fmt: skip
+
+
 @CLUSTER_RULES.rule(
     "partitions-offline",
     Severity.CRITICAL,
@@ -51,13 +67,11 @@ def partitions_offline(
         offline = [p for p in topic.partitions if p.leader < 0]
         if offline:
             dead = sorted({r for p in offline for r in p.replicas if r not in live})
-            yield rule.finding(
-                "topic", topic.name,
-                f"{len(offline)} of {len(topic.partitions)} partitions have no leader (partitions {_ids(offline)})",
+            fix = (
                 f"bring back the brokers holding their replicas ({dead or 'see evidence'}); do not enable unclean "
-                "leader election unless you accept losing the records only the dead replicas have",
-                evidence=_partitions_evidence(offline, live),
-            )  # fmt: skip
+                "leader election unless you accept losing the records only the dead replicas have"
+            )
+            yield _partitions_finding(rule, topic, offline, "have no leader", fix, live)
 
 
 @CLUSTER_RULES.rule(
@@ -78,12 +92,10 @@ def partitions_under_min_isr(
         # min.insync.replicas above the replica count is min-isr-above-rf's (permanent) finding.
         below = [p for p in topic.partitions if p.leader >= 0 and len(p.isr) < required <= len(p.replicas)]
         if below:
-            yield rule.finding(
-                "topic", topic.name,
-                f"{len(below)} of {len(topic.partitions)} partitions have fewer in-sync replicas than "
-                f"min.insync.replicas={required} (partitions {_ids(below)})",
+            yield _partitions_finding(
+                rule, topic, below, f"have fewer in-sync replicas than min.insync.replicas={required}",
                 "bring the out-of-sync brokers back and let them catch up; do not restart another broker meanwhile",
-                evidence={"min.insync.replicas": value.to_dict(), **_partitions_evidence(below, live)},
+                live, {"min.insync.replicas": value.to_dict()},
             )  # fmt: skip
 
 
@@ -101,10 +113,8 @@ def partitions_under_replicated(
     for topic in snapshot.checked_topics():
         lagging = [p for p in topic.partitions if p.leader >= 0 and len(p.isr) < len(p.replicas)]
         if lagging:
-            yield rule.finding(
-                "topic", topic.name,
-                f"{len(lagging)} of {len(topic.partitions)} partitions are under-replicated "
-                f"(partitions {_ids(lagging)})",
+            yield _partitions_finding(
+                rule, topic, lagging, "are under-replicated",
                 "find out why the replicas listed as out_of_sync lag (broker down, disk, network) and fix that first",
-                evidence=_partitions_evidence(lagging, live),
+                live,
             )  # fmt: skip
