@@ -57,7 +57,7 @@ from strongroom.clients.records import (
 from strongroom.clients.sealing import Erased, Failed, KmsDown, Opened, Outcome, Passthrough, Pending, RuleCodec
 from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
-from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.table import KeyTable
 from strongroom.policies import OnErasedRecord, OnFailure, OnPending
@@ -541,11 +541,7 @@ class DecryptingConsumer:
         assert self.dead_letter_topic is not None
         if self._dlq is None:
             conf = self.client_config.producer()
-            limits = TopicLimits(
-                self.client_config,
-                create=self.create_topics,
-                producer_max_bytes=int(conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES)),
-            )
+            limits = TopicLimits.for_producer(self.client_config, conf, create=self.create_topics)
             limits.max_value_bytes(self.dead_letter_topic, msg.topic())
             self._dlq = build_producer(conf)
         source = f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()

@@ -42,7 +42,7 @@ from strongroom.clients.records import (
 )
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
 from strongroom.kafka.config import ClientConfig, produce_when_room
-from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
+from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
@@ -132,8 +132,7 @@ class EncryptingProducer:
             # timeout is 90 s, so transactions get the same long timeout as the Spark sink's.
             conf.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
         self.config = conf
-        max_bytes = int(conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES))
-        self._topics = TopicLimits(client_config, create=create_topics, producer_max_bytes=max_bytes)
+        self._topics = TopicLimits.for_producer(client_config, conf, create=create_topics)
         self._producer = build_producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
@@ -38,6 +39,12 @@ class TopicLimits:
         self.timeout = timeout
         self._limits: dict[str, int] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_producer(cls, client: ClientConfig, producer_conf: Mapping[str, Any], *, create: bool) -> TopicLimits:
+        """The limits a producer built from ``producer_conf`` meets (its ``message.max.bytes`` caps every topic's)."""
+        max_bytes = int(producer_conf.get("message.max.bytes", RDKAFKA_MESSAGE_MAX_BYTES))
+        return cls(client, create=create, producer_max_bytes=max_bytes)
 
     def max_value_bytes(self, topic: str, source: str | None = None) -> int:
         """The largest value that may go to ``topic`` (creating it first, like ``source``, if allowed)."""
