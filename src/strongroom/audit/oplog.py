@@ -26,7 +26,7 @@ from typing import Any
 
 from strongroom.audit.errors import OperationsLogError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
+from strongroom.kafka.transport import error_code, new_admin, new_consumer, new_producer, watermarks
 from strongroom.runtime import iso_utc, now_ms, operator_name
 
 OPERATIONS_TOPIC = "strongroom-operations"
@@ -189,8 +189,7 @@ class OperationsLog:
             try:
                 futures[self.topic].result(self.timeout)
             except Exception as exc:
-                err = exc.args[0] if exc.args else None
-                if getattr(err, "code", lambda: None)() != CKafkaError.TOPIC_ALREADY_EXISTS:
+                if error_code(exc) != CKafkaError.TOPIC_ALREADY_EXISTS:
                     raise OperationsLogError(f"cannot create the operations topic {self.topic!r}: {exc}") from exc
             self._wait_for_leader(admin)
         self._ensured = True

@@ -58,7 +58,7 @@ from strongroom.clients.sealing import Erased, Failed, KmsDown, Opened, Outcome,
 from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
-from strongroom.kafka.transport import build_consumer, build_producer
+from strongroom.kafka.transport import build_consumer, build_producer, error_code
 from strongroom.keys.table import KeyTable
 from strongroom.policies import OnErasedRecord, OnFailure, OnPending
 from strongroom.rules import EncryptionRules
@@ -299,8 +299,7 @@ class DecryptingConsumer:
                 return list(self._consumer.commit(asynchronous=False))
             return list(self._consumer.commit(offsets=offsets, asynchronous=False))
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, RdKafkaError) and err.code() == RdKafkaError._NO_OFFSET:
+            if error_code(exc) == RdKafkaError._NO_OFFSET:
                 return None
             raise KafkaError(
                 f"cannot commit offsets: {exc}", hint="check the brokers and the group; then retry"

@@ -43,7 +43,7 @@ from strongroom.clients.records import (
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
-from strongroom.kafka.transport import build_producer
+from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
 from strongroom.rules import EncryptionRules
@@ -356,7 +356,7 @@ class EncryptingProducer:
             produce_when_room(self._producer, plan.out_topic, **kwargs)
         except KafkaException as exc:  # e.g. larger than message.max.bytes, unknown partition
             raise DeliveryFailed(
-                f"cannot produce record {plan.index + 1} to {plan.out_topic!r}: {exc.args[0] if exc.args else exc}",
+                f"cannot produce record {plan.index + 1} to {plan.out_topic!r}: {rdkafka_error(exc)}",
                 hint="the records before it in this call were produced; fix this one and produce it again",
             ) from None
 

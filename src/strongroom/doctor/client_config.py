@@ -148,7 +148,7 @@ def _construction_check(
     (e.g. ``enable.idempotence=true`` with ``acks=1``) exactly as the real client would."""
     from confluent_kafka import KafkaException
 
-    from strongroom.kafka.transport import build_consumer, build_producer
+    from strongroom.kafka.transport import build_consumer, build_producer, rdkafka_error
 
     conf = {written_as[k]: v for k, v in settings.items() if not _NOT_FOR_CONSTRUCTION.match(k)}
     conf["log_level"] = "0"
@@ -161,7 +161,7 @@ def _construction_check(
                 consumer = build_consumer({"group.id": "strongroom-doctor-lint", **conf})
                 consumer.close()
         except KafkaException as exc:
-            error: Any = exc.args[0] if exc.args else exc
+            error: Any = rdkafka_error(exc)
             refused[role] = str(error.str()) if hasattr(error, "str") else str(exc)
         except (TypeError, ValueError) as exc:
             refused[role] = str(exc)

@@ -30,7 +30,7 @@ from strongroom.doctor.snapshot import (
     source_name,
 )
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import build_admin
+from strongroom.kafka.transport import build_admin, rdkafka_error
 
 Progress = Callable[[str], None]
 
@@ -103,7 +103,7 @@ def connection_error(
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
-    return _message(exc.args[0] if exc.args else exc)
+    return _message(rdkafka_error(exc))
 
 
 def select_topics(names: Sequence[str], patterns: Sequence[str]) -> frozenset[str]:
@@ -149,9 +149,8 @@ class _Collector:
         try:
             self.admin = build_admin(conf)
         except (KafkaException, ValueError, TypeError) as exc:
-            error = exc.args[0] if exc.args else exc
             raise CommandConfigError(
-                f"librdkafka refused the admin client configuration: {_message(error)}",
+                f"librdkafka refused the admin client configuration: {_message(rdkafka_error(exc))}",
                 hint=f"fix {command_config}" if command_config else "check the client properties",
             ) from None
 
@@ -161,7 +160,7 @@ class _Collector:
         try:
             return future.result(timeout=self.timeout + 5)
         except KafkaException as exc:
-            raise self._unreachable(exc.args[0] if exc.args else exc) from None
+            raise self._unreachable(rdkafka_error(exc)) from None
         except TimeoutError:
             raise self._unreachable("request timed out") from None
 
@@ -208,7 +207,7 @@ class _Collector:
         try:
             metadata = self.admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise self._unreachable(exc.args[0] if exc.args else exc) from None
+            raise self._unreachable(rdkafka_error(exc)) from None
         return {
             name: tuple(
                 Partition(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))

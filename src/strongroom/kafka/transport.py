@@ -69,6 +69,18 @@ def build_admin(conf: Mapping[str, Any]) -> AdminClient:
     return AdminClient(_logged(conf))
 
 
+def rdkafka_error(exc: BaseException) -> Any:
+    """What a confluent-kafka exception carries: its librdkafka ``KafkaError`` (the first argument), else
+    the exception itself (both have a text; only the former has ``code()`` and ``str()``)."""
+    return exc.args[0] if exc.args else exc
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The librdkafka error code a confluent-kafka exception carries; None when it carries none."""
+    code = getattr(rdkafka_error(exc), "code", None)
+    return int(code()) if callable(code) else None
+
+
 # ------------------------------------------------------------------------------------- the questions
 def watermarks(consumer: Consumer, topic: str, partition: int, *, timeout: float = 15.0) -> tuple[int, int]:
     """``(log start, high watermark)`` from the partition's leader; :class:`KafkaError` naming the
