@@ -267,9 +267,9 @@ def _reader(
 ) -> _RangeRead:
     """A range read of ``where`` = (topic, partition, start, end) over a new assigned consumer (the caller
     closes ``reader.consumer``)."""
-    from confluent_kafka import Consumer
+    from strongroom.kafka.transport import build_consumer
 
-    consumer = (consumer_factory or Consumer)(reader_config(connection, isolation))
+    consumer = (consumer_factory or build_consumer)(reader_config(connection, isolation))
     return _RangeRead(consumer, *where, batch_size=batch_size, idle_timeout=idle_timeout, eof_grace=eof_grace)
 
 
