@@ -215,9 +215,9 @@ class _RangeRead:
 
 
 def _consumer(connection: Mapping[str, Any], isolation: str, consumer_factory: Any) -> Any:
-    from confluent_kafka import Consumer
+    from strongroom.kafka.transport import build_consumer
 
-    return (consumer_factory or Consumer)(reader_config(connection, isolation))
+    return (consumer_factory or build_consumer)(reader_config(connection, isolation))
 
 
 def read_range(
