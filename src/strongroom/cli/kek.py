@@ -108,6 +108,7 @@ def inventory(ctx: click.Context, /, bootstrap: str | None, command_config: str 
               source: RecordSourceOptions, question_kek: str | None, no_unwrap_check: bool,
               spark_master: str | None) -> None:  # fmt: skip
     """Report, per topic-partition, the offset ranges that depend on each KEK (and version), with KEK states."""
+    from strongroom.kafka.topics import require_topics
     from strongroom.recovery.checker import AvailabilityChecker
     from strongroom.recovery.inventory import InventoryOptions, run_inventory
     from strongroom.recovery.kafka_io import ClusterView
@@ -116,6 +117,7 @@ def inventory(ctx: click.Context, /, bootstrap: str | None, command_config: str 
     out: Output = ctx.obj
     check_format_options(source)
     config = client_config(bootstrap, command_config)
+    require_topics(config, topics)
     kms = build_kms(source)
     fmt = build_format(source, kms)
     chain = open_key_chain(source, config, kms)

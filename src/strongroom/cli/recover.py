@@ -92,6 +92,7 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
          max_collateral_ratio: float, probe_timeout: float, spark_master: str | None) -> None:  # fmt: skip
     """Find, per partition, the lowest offset L from which every record is readable, verify it, write a plan."""
     from strongroom.errors import ConfigError
+    from strongroom.kafka.topics import require_topics
     from strongroom.recovery.checker import AvailabilityChecker
     from strongroom.recovery.kafka_io import ClusterView, KafkaProbe
     from strongroom.recovery.plan import write_plan
@@ -101,6 +102,7 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
     out: Output = ctx.obj
     check_format_options(source)
     config = client_config(bootstrap, command_config)
+    require_topics(config, [topic])
     kms = build_kms(source)
     if kms is None:
         raise ConfigError(
