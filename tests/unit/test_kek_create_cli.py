@@ -76,9 +76,13 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
 
 
 def _quoted_command(hint: str) -> list[str]:
+    """The ``strongroom kek create …`` command a hint names (checked before it is run: a hint naming
+    another command, such as the old ``strongroom demo``, fails here instead of being started)."""
     match = re.search(r"`(strongroom [^`]+)`", hint)
     assert match, hint
-    return shlex.split(match.group(1))[1:]
+    words = shlex.split(match.group(1))[1:]
+    assert words[:3] == ["kek", "create", "--local-kms"], hint
+    return words
 
 
 def test_the_missing_keyring_error_names_the_command_that_creates_it(tmp_path: Path) -> None:
