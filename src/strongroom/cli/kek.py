@@ -117,7 +117,6 @@ def inventory(ctx: click.Context, /, bootstrap: str | None, command_config: str 
     out: Output = ctx.obj
     check_format_options(source)
     config = client_config(bootstrap, command_config)
-    require_topics(config, topics)
     kms = build_kms(source)
     fmt = build_format(source, kms)
     chain = open_key_chain(source, config, kms)
@@ -125,6 +124,7 @@ def inventory(ctx: click.Context, /, bootstrap: str | None, command_config: str 
     view = ClusterView(config)
     options = InventoryOptions(topics=topics, check_unwrap=not no_unwrap_check, question_kek=question_kek)
     try:
+        require_topics(config, topics)
         spark = spark_session(spark_master, "strongroom-recovery")
         report = run_inventory(
             spark, view, kafka_source_options(config), checker, options,

@@ -102,7 +102,6 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
     out: Output = ctx.obj
     check_format_options(source)
     config = client_config(bootstrap, command_config)
-    require_topics(config, [topic])
     kms = build_kms(source)
     if kms is None:
         raise ConfigError(
@@ -121,6 +120,7 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
     view = ClusterView(config)
     progress = progress_to(out)
     try:
+        require_topics(config, [topic])
         spark = None if options.verify is False else spark_session(spark_master, "strongroom-recovery")
         with KafkaProbe(config, options.topic, timeout=probe_timeout) as probe:
             plan = run_scan(
