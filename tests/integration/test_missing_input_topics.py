@@ -8,6 +8,8 @@ traceback, no Spark exception, and no promise to resume from a checkpoint that w
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import require_topics
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 pytestmark = pytest.mark.integration
@@ -56,6 +60,7 @@ def test_a_missing_input_topic_is_named_with_how_to_create_it(
     done = strongroom(*COMMANDS[command](topic, keyring_dir), "--bootstrap-server", bootstrap)
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.startswith(f"error: topic '{topic}' does not exist on Kafka at {bootstrap} ("), done.stderr
+    assert f"`strongroom dev create-topic {topic} --bootstrap-server {bootstrap}`" in done.stderr
     assert f"kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {topic} " in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr[-3000:]
@@ -79,3 +84,23 @@ def test_every_missing_topic_is_named_and_an_existing_one_is_not(
     assert done.stderr.startswith(f"error: topics '{missing[0]}', '{missing[1]}' do not exist"), done.stderr
     assert f"'{present}'" not in done.stderr
     assert "create them first" in done.stderr
+
+
+def test_the_command_the_error_names_creates_the_topics(
+    kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    missing = [unique_name("orders"), unique_name("payments")]
+    bootstrap = kafka_cluster.bootstrap_servers
+    failed = strongroom(
+        "kek", "inventory", "--bootstrap-server", bootstrap, "--topic", missing[0], "--topic", missing[1]
+    )
+    assert failed.returncode == 1
+    quoted = re.search(r"`(strongroom dev create-topic [^`]+)`", failed.stderr)
+    assert quoted, failed.stderr
+    created = strongroom("--output", "json", *shlex.split(quoted.group(1))[1:])
+    assert created.returncode == 0, created.stderr
+    assert '"created"' in created.stdout
+    assert require_topics(ClientConfig(bootstrap), missing) == {missing[0]: 3, missing[1]: 3}
+    again = strongroom(*shlex.split(quoted.group(1))[1:])
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [f"exists topic '{missing[0]}'", f"exists topic '{missing[1]}'"]

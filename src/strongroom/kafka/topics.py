@@ -107,14 +107,16 @@ class TopicMissing(KafkaError):
 
 
 def _missing_topics_hint(bootstrap: str, missing: list[str]) -> str:
-    create = "; ".join(
+    names = " ".join(shlex.quote(topic) for topic in missing)
+    tools = "; ".join(
         f"kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {shlex.quote(topic)} --partitions 3"
         for topic in missing
     )
     return (
-        f"create {'it' if len(missing) == 1 else 'them'} first ({create}), or check the name with "
-        "kafka-topics.sh --list; a broker with auto.create.topics.enable=false, like strongroom's dev stack, "
-        "does not create a topic when a producer writes to it"
+        f"create {'it' if len(missing) == 1 else 'them'} first: `strongroom dev create-topic {names} "
+        f"--bootstrap-server {bootstrap}` (or {tools}), or check the name with kafka-topics.sh --list; a broker "
+        "with auto.create.topics.enable=false, like strongroom's dev stack, does not create a topic when a "
+        "producer writes to it"
     )
 
 
@@ -139,3 +141,30 @@ def require_topics(client: ClientConfig, topics: Iterable[str], *, timeout: floa
             hint=_missing_topics_hint(client.bootstrap_servers, missing),
         )
     return {topic: len(found[topic].partitions) for topic in wanted}
+
+
+def create_topics(
+    client: ClientConfig, topics: Iterable[str], *, partitions: int, replication_factor: int = -1, timeout: float = 30.0
+) -> dict[str, str]:
+    """Create each topic (``replication_factor`` -1: the broker's default); returns topic -> ``created`` or
+    ``exists`` (an existing topic is left as it is). :class:`KafkaError` naming the topic otherwise."""
+    wanted = list(dict.fromkeys(topics))
+    futures = new_admin(client).create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor) for t in wanted],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    outcome: dict[str, str] = {}
+    for topic in wanted:
+        try:
+            futures[topic].result(timeout * 2)
+            outcome[topic] = "created"
+        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, the rest one clear error
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise KafkaError(
+                    f"cannot create topic {topic!r} on Kafka at {client.bootstrap_servers}: {exc}",
+                    hint="check --partitions/--replication-factor against the cluster and that this client may "
+                    "create topics",
+                ) from None
+            outcome[topic] = "exists"
+    return outcome
