@@ -104,3 +104,18 @@ def test_an_unknown_alias_names_the_command_that_creates_it(tmp_path: Path) -> N
     done = strongroom(*_quoted_command(unknown.value.hint))
     assert done.returncode == 0, done.stderr
     assert kms.resolve_alias("pii-$(topic)")
+
+
+def test_with_a_passphrase_the_keyring_is_sealed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ring = tmp_path / "ring.json"
+    monkeypatch.setenv("STRONGROOM_LOCAL_KMS_PASSPHRASE", "correct horse battery staple")
+    done = strongroom("kek", "create", "--local-kms", str(ring))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(ring.read_text())
+    assert document["protection"] == "scrypt+aes-256-gcm"
+    assert "data" not in document
+    assert "correct horse" not in done.stdout + done.stderr
+    assert LocalKms.from_config({"path": str(ring)}).resolve_alias("strongroom-subjects")
+    monkeypatch.delenv("STRONGROOM_LOCAL_KMS_PASSPHRASE")
+    with pytest.raises(KmsConfigError):
+        LocalKms.from_config({"path": str(ring)})
