@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import require_topics
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 pytestmark = pytest.mark.integration
@@ -89,6 +87,9 @@ def test_every_missing_topic_is_named_and_an_existing_one_is_not(
 def test_the_command_the_error_names_creates_the_topics(
     kafka_cluster: KafkaCluster, unique_name: Callable[[str], str]
 ) -> None:
+    from strongroom.kafka.config import ClientConfig
+    from strongroom.kafka.topics import require_topics
+
     missing = [unique_name("orders"), unique_name("payments")]
     bootstrap = kafka_cluster.bootstrap_servers
     failed = strongroom(
