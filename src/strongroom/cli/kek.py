@@ -13,6 +13,7 @@ Exit codes of `kek inventory`:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -63,7 +64,7 @@ def kek() -> None:
     help="The alias pipelines name the KEK by (strongroom encrypt --kek-alias).",
 )
 @click.pass_obj
-def create(out: Output, keyring: str, kek_alias: str) -> None:  # fmt: skip
+def create(out: Output, keyring: str, kek_alias: str) -> None:
     """Create a KEK in a local keyring file, creating the file on first use (development only: the KEKs
     live in a file next to the data). An alias that already names a KEK is refused, never replaced."""
     from pathlib import Path
@@ -83,9 +84,10 @@ def create(out: Output, keyring: str, kek_alias: str) -> None:  # fmt: skip
 
 def _render_created(d: dict[str, Any]) -> str:
     where = "new keyring" if d["new_keyring"] else "keyring"
+    keyring, alias = shlex.quote(d["keyring"]), shlex.quote(d["kek_alias"])
     return (
         f"created KEK {d['kek_alias']!r} ({d['kek']}) in {where} {d['keyring']} (mode 0600)\n"
-        f"use it: `strongroom encrypt --local-kms {d['keyring']} --kek-alias {d['kek_alias']} "
+        f"use it: `strongroom encrypt --local-kms {keyring} --kek-alias {alias} "
         "--bootstrap-server HOST:PORT --topic TOPIC`"
     )
 
