@@ -149,7 +149,8 @@ def create_topics(
     """Create each topic (``replication_factor`` -1: the broker's default); returns topic -> ``created`` or
     ``exists`` (an existing topic is left as it is). :class:`KafkaError` naming the topic otherwise."""
     wanted = list(dict.fromkeys(topics))
-    futures = new_admin(client).create_topics(
+    admin = new_admin(client)  # held until every future is answered: a destroyed client fails them
+    futures = admin.create_topics(
         [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor) for t in wanted],
         operation_timeout=timeout,
         request_timeout=timeout,
