@@ -105,9 +105,11 @@ def ledger(
     continuous capture with Ctrl-C; it resumes where it stopped.
     """
     from strongroom.audit.ledger import capture_ledger
+    from strongroom.kafka.topics import require_topics
 
     out: Output = ctx.obj
     client = client_config(bootstrap, command_config)
+    require_topics(client, topics)
     paths = _ledger(ledger_path)
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)

@@ -1,4 +1,4 @@
-"""``strongroom dev up|down|status``: the embedded local stack, by hand."""
+"""``strongroom dev up|down|status|create-topic``: the embedded local stack, by hand."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from strongroom.cli.common import kafka_options
 from strongroom.cli.output import Output
 
 
@@ -64,3 +65,31 @@ def status(out: Output) -> None:
         result,
         lambda d: _render_up(d) if d.get("running") else d.get("message", "the dev stack is not running"),
     )
+
+
+@dev.command("create-topic")
+@kafka_options
+@click.argument("topics", nargs=-1, required=True, metavar="TOPIC...")
+@click.option("--partitions", type=click.IntRange(1, 10_000), default=3, show_default=True)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1, 32),
+    default=None,
+    help="Replicas per partition [default: the broker's default.replication.factor].",
+)
+@click.pass_obj
+def create_topic(out: Output, bootstrap: str | None, command_config: str | None, topics: tuple[str, ...],
+                 partitions: int, replication_factor: int | None) -> None:  # fmt: skip
+    """Create topics (the dev stack's broker does not create one when a producer writes to it). Without
+    --bootstrap-server, on the running dev stack. An existing topic is left as it is."""
+    from strongroom.cli.common import client_config
+    from strongroom.kafka.topics import create_topics
+    from strongroom.testing import devstack
+
+    if bootstrap is None and command_config is None:
+        state = devstack.load_state()
+        bootstrap = state.bootstrap_servers if state is not None and devstack.is_running(state) else None
+    client = client_config(bootstrap, command_config)
+    outcome = create_topics(client, topics, partitions=partitions, replication_factor=replication_factor or -1)
+    data = {"bootstrap_servers": client.bootstrap_servers, "partitions": partitions, "topics": outcome}
+    out.result(data, lambda d: "\n".join(f"{status} topic {t!r}" for t, status in d["topics"].items()))

@@ -205,6 +205,7 @@ def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRule
     from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
 
     settings = options.settings(kind, rules)
+    _require_input_topics(settings, rules)
     conf = {**PIPELINE_SPARK_CONF, **parse_pairs(options.spark_conf, "--spark-conf")}
     spark = spark_session(options.spark_master, f"strongroom-{kind}", conf)
 
@@ -235,6 +236,16 @@ def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRule
         signal.signal(signal.SIGTERM, previous)
         job.close()
     out.result({"pipeline": kind, "checkpoint": settings.checkpoint, **result}, _render(kind))
+
+
+def _require_input_topics(settings: PipelineSettings, rules: EncryptionRules) -> None:
+    """The topics the query subscribes to by name exist, checked before Spark starts: a missing one is one
+    clear error naming it, not a failed query (a pattern subscription may match no topic yet)."""
+    from strongroom.kafka.topics import require_topics
+
+    subscription = rules.subscription()
+    if "subscribe" in subscription:
+        require_topics(settings.client, subscription["subscribe"].split(","))
 
 
 def _interrupt(signum: int, frame: Any) -> None:

@@ -92,6 +92,7 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
          max_collateral_ratio: float, probe_timeout: float, spark_master: str | None) -> None:  # fmt: skip
     """Find, per partition, the lowest offset L from which every record is readable, verify it, write a plan."""
     from strongroom.errors import ConfigError
+    from strongroom.kafka.topics import require_topics
     from strongroom.recovery.checker import AvailabilityChecker
     from strongroom.recovery.kafka_io import ClusterView, KafkaProbe
     from strongroom.recovery.plan import write_plan
@@ -119,6 +120,7 @@ def scan(ctx: click.Context, /, bootstrap: str | None, command_config: str | Non
     view = ClusterView(config)
     progress = progress_to(out)
     try:
+        require_topics(config, [topic])
         spark = None if options.verify is False else spark_session(spark_master, "strongroom-recovery")
         with KafkaProbe(config, options.topic, timeout=probe_timeout) as probe:
             plan = run_scan(

@@ -1,4 +1,5 @@
-"""Output and dead-letter topics of the client library: make sure they exist, know their size limit.
+"""Topics: input topics a command needs must exist; output and dead-letter topics are created and their size
+limit known.
 
 The producer checks every encrypted record against the output topic's ``max.message.bytes`` (minus
 headroom for the record framing and headers, as the Spark pipelines do) *before* producing, so an
@@ -10,9 +11,10 @@ defaults when the plaintext topic does not exist — a producer may be the only 
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
@@ -102,3 +104,74 @@ class TopicLimits:
             return self.admin.list_topics(timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001
             raise KafkaError(f"cannot read cluster metadata: {exc}") from None
+
+
+class TopicMissing(KafkaError):
+    """Topics a command reads do not exist (or this client may not see them)."""
+
+    default_hint = "create the topics first, or check their names with kafka-topics.sh --list"
+
+
+def _missing_topics_hint(bootstrap: str, missing: list[str]) -> str:
+    names = " ".join(shlex.quote(topic) for topic in missing)
+    tools = "; ".join(
+        f"kafka-topics.sh --bootstrap-server {bootstrap} --create --topic {shlex.quote(topic)} --partitions 3"
+        for topic in missing
+    )
+    return (
+        f"create {'it' if len(missing) == 1 else 'them'} first: `strongroom dev create-topic {names} "
+        f"--bootstrap-server {bootstrap}` (or {tools}), or check the name with kafka-topics.sh --list; a broker "
+        "with auto.create.topics.enable=false, like strongroom's dev stack, does not create a topic when a "
+        "producer writes to it"
+    )
+
+
+def require_topics(client: ClientConfig, topics: Iterable[str], *, timeout: float = 30.0) -> dict[str, int]:
+    """Each of ``topics`` with its partition count; :class:`TopicMissing` naming every one the cluster lacks
+    (or hides from this client), with the command that creates it. Commands call this before they start a
+    Spark query, so a missing input topic is one clear error, not a failed query."""
+    wanted = list(dict.fromkeys(topics))
+    if not wanted:
+        return {}
+    try:
+        metadata = new_admin(client).list_topics(timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: one clear error
+        raise KafkaError(f"cannot read the topics of Kafka at {client.bootstrap_servers}: {exc}") from None
+    found = {name: info for name, info in metadata.topics.items() if info.error is None and info.partitions}
+    missing = [topic for topic in wanted if topic not in found]
+    if missing:
+        names = ", ".join(repr(t) for t in missing)
+        verb = "does not exist" if len(missing) == 1 else "do not exist"
+        raise TopicMissing(
+            f"topic{'s' if len(missing) > 1 else ''} {names} {verb} on Kafka at {client.bootstrap_servers}",
+            hint=_missing_topics_hint(client.bootstrap_servers, missing),
+        )
+    return {topic: len(found[topic].partitions) for topic in wanted}
+
+
+def create_topics(
+    client: ClientConfig, topics: Iterable[str], *, partitions: int, replication_factor: int = -1, timeout: float = 30.0
+) -> dict[str, str]:
+    """Create each topic (``replication_factor`` -1: the broker's default); returns topic -> ``created`` or
+    ``exists`` (an existing topic is left as it is). :class:`KafkaError` naming the topic otherwise."""
+    wanted = list(dict.fromkeys(topics))
+    admin = new_admin(client)  # held until every future is answered: a destroyed client fails them
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor) for t in wanted],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    outcome: dict[str, str] = {}
+    for topic in wanted:
+        try:
+            futures[topic].result(timeout * 2)
+            outcome[topic] = "created"
+        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, the rest one clear error
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise KafkaError(
+                    f"cannot create topic {topic!r} on Kafka at {client.bootstrap_servers}: {exc}",
+                    hint="check --partitions/--replication-factor against the cluster and that this client may "
+                    "create topics",
+                ) from None
+            outcome[topic] = "exists"
+    return outcome

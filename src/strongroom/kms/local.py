@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import struct
 import threading
 import uuid
@@ -113,7 +114,11 @@ class LocalKms(Kms):
             return str(kek_id)
         if alias in data["keks"]:
             return alias
-        raise UnknownAlias(f"KEK alias {alias!r} does not exist in keyring {self.keyring.path}")
+        raise UnknownAlias(
+            f"KEK alias {alias!r} does not exist in keyring {self.keyring.path}",
+            hint=f"create it: `strongroom kek create --local-kms {shlex.quote(str(self.keyring.path))} "
+            f"--kek-alias {shlex.quote(alias)}`",
+        )
 
     def generate_dek(self, kek_id: str) -> DekPair:
         dek = generate_dek()

@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import secrets
+import shlex
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -83,7 +84,7 @@ class KeyringFile:
         except FileNotFoundError:
             raise KmsConfigError(
                 f"keyring file {self.path} does not exist",
-                hint="create it first (LocalKms config create=true, or `strongroom demo`)",
+                hint=f"create it with its first KEK: `strongroom kek create --local-kms {shlex.quote(str(self.path))}`",
             ) from None
         except OSError as exc:
             raise KmsUnavailable(f"cannot stat keyring {self.path}: {exc.strerror}") from None

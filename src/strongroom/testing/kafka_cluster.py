@@ -250,9 +250,9 @@ class KafkaCluster:
     def admin(self) -> Any:
         """A cached AdminClient (a client must outlive the futures it returns)."""
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
+            from strongroom.kafka.transport import build_admin
 
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+            self._admin = build_admin({"bootstrap.servers": self.bootstrap_servers})
         return self._admin
 
     def create_topic(
