@@ -39,7 +39,8 @@ public enum ErrorKind {
     INVALID_FIELD_PATH("InvalidFieldPath", "write field paths like $.email, $.address.city or $.items[*].email"),
     INVALID_KEY_REF("InvalidKeyRef",
             "pass a 16-byte subject key id, or a 'provider:kek-id' reference and a non-empty EDEK"),
-    INVALID_DEK("InvalidDek", "a DEK is 32 bytes; check the key service");
+    INVALID_DEK("InvalidDek",
+            "the key source returned something that is not a 32-byte AES-256 key; check it");
 
     private final String pythonName;
     private final String hint;

@@ -2,6 +2,8 @@ package io.strongroom.dataplane.json;
 
 import com.fasterxml.jackson.core.io.schubfach.DoubleToDecimal;
 import java.math.BigDecimal;
+import java.math.MathContext;
+import java.math.RoundingMode;
 
 /**
  * Python's {@code repr(float)}: the shortest decimal that reads back as the same double (Jackson's
@@ -18,12 +20,40 @@ public final class PyFloat {
         if (value == 0.0) {
             return 1 / value < 0 ? "-0.0" : "0.0";
         }
-        BigDecimal shortest = new BigDecimal(DoubleToDecimal.toString(Math.abs(value))).stripTrailingZeros();
+        BigDecimal shortest = shortest(Math.abs(value));
         String digits = shortest.unscaledValue().toString();
         int pointPosition = digits.length() - shortest.scale(); // value = 0.digits × 10^pointPosition
         String body = pointPosition > -4 && pointPosition <= 16
                 ? positional(digits, pointPosition) : scientific(digits, pointPosition - 1);
         return value < 0 ? "-" + body : body;
+    }
+
+    /**
+     * The shortest decimal that reads back as {@code magnitude}, the closest one when several are as short.
+     * The JDK rule behind Schubfach's output asks for two digits where one would do (4.9e-324, not 5e-324);
+     * Python takes the one digit, so a one-digit neighbour that reads back the same is preferred.
+     */
+    private static BigDecimal shortest(double magnitude) {
+        BigDecimal twoOrMore = new BigDecimal(DoubleToDecimal.toString(magnitude)).stripTrailingZeros();
+        if (twoOrMore.precision() != 2) {
+            return twoOrMore;
+        }
+        BigDecimal exact = new BigDecimal(magnitude);
+        BigDecimal best = twoOrMore;
+        boolean shorter = false;
+        for (RoundingMode mode : new RoundingMode[] {RoundingMode.DOWN, RoundingMode.UP}) {
+            BigDecimal candidate = twoOrMore.round(new MathContext(1, mode));
+            boolean closer = !shorter || distance(candidate, exact).compareTo(distance(best, exact)) < 0;
+            if (candidate.doubleValue() == magnitude && closer) {
+                best = candidate;
+                shorter = true;
+            }
+        }
+        return best.stripTrailingZeros();
+    }
+
+    private static BigDecimal distance(BigDecimal a, BigDecimal b) {
+        return a.subtract(b).abs();
     }
 
     private static String positional(String digits, int pointPosition) {
