@@ -75,28 +75,32 @@ public final class PyJson {
         out.append(']');
     }
 
-    /** A JSON string as Python's {@code encode_basestring} writes it. */
+    /** A JSON string as Python's {@code encode_basestring} writes it (runs without escapes are copied whole). */
     public static void appendString(StringBuilder out, String text) {
         out.append('"');
+        int run = 0;
         for (int i = 0; i < text.length(); i++) {
             char c = text.charAt(i);
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                case '\b' -> out.append("\\b");
-                case '\f' -> out.append("\\f");
-                default -> {
-                    if (c < 0x20) {
-                        out.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xF]);
-                    } else {
-                        out.append(c);
-                    }
-                }
+            if (c >= 0x20 && c != '"' && c != '\\') {
+                continue;
             }
+            out.append(text, run, i);
+            appendEscape(out, c);
+            run = i + 1;
         }
-        out.append('"');
+        out.append(text, run, text.length()).append('"');
+    }
+
+    private static void appendEscape(StringBuilder out, char c) {
+        switch (c) {
+            case '"' -> out.append("\\\"");
+            case '\\' -> out.append("\\\\");
+            case '\n' -> out.append("\\n");
+            case '\r' -> out.append("\\r");
+            case '\t' -> out.append("\\t");
+            case '\b' -> out.append("\\b");
+            case '\f' -> out.append("\\f");
+            default -> out.append("\\u00").append(HEX[c >> 4]).append(HEX[c & 0xF]);
+        }
     }
 }
