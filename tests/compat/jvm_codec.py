@@ -2,7 +2,7 @@
 
 An operation is a JSON object (the protocol of ``io.strongroom.dataplane.tools.CodecTool ops``)::
 
-    {"op": "seal_value" | "open_value" | "seal_fields" | "open_fields", "input_hex", "dek_hex",
+    {"op": "seal_value" | "open_value" | "seal_fields" | "open_fields" | "parse_marker", "input_hex", "dek_hex",
      "key_ref": {"kind": "subject_key", "key_id_hex"} | {"kind": "wrapped_dek", "kek_ref", "edek_hex"},
      "topic", "subject_hex", "profile": "topic" | "portable", "field_path", "rules",
      "nonces_hex" (fixed nonces, tests only), "keys": [{"key_ref", "dek_hex" or null (erased)}],
@@ -32,6 +32,7 @@ from strongroom.envelope import (
     decrypt_json_fields,
     decrypt_value,
     encrypt_json_fields,
+    parse_marker,
     seal,
 )
 from strongroom.errors import StrongroomError
@@ -79,6 +80,8 @@ def _lookup(op: Operation) -> Any:
 
 def _python_output(op: Operation) -> bytes:
     value = bytes.fromhex(op["input_hex"])
+    if op["op"] == "parse_marker":
+        return bytes((parse_marker(value).mode,))
     ctx = RecordContext(op["topic"], bytes.fromhex(op["subject_hex"]), AadProfile[op.get("profile", "topic").upper()])
     topic_map = op.get("topic_map") or None
     with _nonces(op):

@@ -85,6 +85,20 @@ SURROGATE_FIELD = _field(_sealed(b'"\\ud800"', path="$.email"))
 UNKNOWN_KEY_FIELD = _field(_sealed(b"1", ref=SubjectKeyRef(bytes(16)), path="$.email"))
 
 CASES: list[tuple[str, Operation, str]] = [
+    # the strongroom.enc record header
+    *[
+        (f"record header {value.hex() or 'empty'}", _op("parse_marker", value), kind)
+        for value, kind in (
+            (b"\x01\x01", "ok"),
+            (b"\x01\x02", "ok"),
+            (b"", "MalformedEnvelope"),
+            (b"\x01", "MalformedEnvelope"),
+            (b"\x01\x01\x00", "MalformedEnvelope"),
+            (b"\x02\x01", "UnsupportedFormatVersion"),
+            (b"\x01\x03", "UnknownValueMode"),
+            (b"\x01\x00", "UnknownValueMode"),
+        )
+    ],
     # whole value: not an envelope, truncated, unknown ids, tampering, keys
     ("garbage", _op("open_value", b"hello world"), "NotAnEnvelope"),
     ("empty value", _op("open_value", b""), "NotAnEnvelope"),

@@ -9,6 +9,7 @@ import io.strongroom.dataplane.codec.KeyLookup;
 import io.strongroom.dataplane.codec.KeyRef;
 import io.strongroom.dataplane.codec.NonceSource;
 import io.strongroom.dataplane.codec.RecordContext;
+import io.strongroom.dataplane.codec.RecordMarker;
 import io.strongroom.dataplane.codec.SubjectKeyRef;
 import io.strongroom.dataplane.codec.WrappedDekRef;
 import io.strongroom.dataplane.json.FieldRules;
@@ -24,7 +25,7 @@ import java.util.Map;
 /**
  * One codec call described in JSON (the test protocol of {@link CodecTool}; the pytest side builds the
  * same call on the Python codec):
- * {@code {"op": "seal_value|open_value|seal_fields|open_fields", "input_hex", "dek_hex", "key_ref",
+ * {@code {"op": "seal_value|open_value|seal_fields|open_fields|parse_marker", "input_hex", "dek_hex", "key_ref",
  * "topic", "subject_hex", "profile", "field_path", "rules", "nonces_hex", "keys", "on_erased", "topic_map"}}.
  */
 final class Operation {
@@ -45,6 +46,9 @@ final class Operation {
 
     byte[] run() {
         byte[] input = Hex.parse(spec.path("input_hex").asText());
+        if (spec.path("op").asText().equals("parse_marker")) {
+            return new byte[] {RecordMarker.parse(input).id()};
+        }
         EnvelopeCodec codec = new EnvelopeCodec(nonces());
         RecordContext ctx = new RecordContext(spec.path("topic").asText(), Hex.parse(spec.path("subject_hex").asText()),
                 AadProfile.valueOf(spec.path("profile").asText("topic").toUpperCase(Locale.ROOT)));
