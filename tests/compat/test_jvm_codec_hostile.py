@@ -320,3 +320,17 @@ def test_every_outcome_kind_is_exercised() -> None:
     kinds = {expected for _, _, expected in CASES}
     assert len(kinds) >= 18, kinds
     assert json.dumps(sorted(kinds))
+
+
+def test_the_jvm_refuses_a_lone_surrogate_where_the_aad_needs_utf8() -> None:
+    """A topic, field path or KEK reference with a lone surrogate has no UTF-8 form. The JDK's encoder would
+    write '?' for it (a silently different AAD), so the JVM refuses it. (The Python codec raises
+    UnicodeEncodeError here, outside its error hierarchy; Kafka topic names cannot hold such a character.)"""
+    ops = [
+        _op("seal_value", b"x", field_path='$["\ud800"]'),
+        _op("seal_value", b"x", topic="orders\udc00"),
+        _op("open_value", ENVELOPE, topic="\ud800"),
+        _op("seal_value", b"x", key_ref={"kind": "wrapped_dek", "kek_ref": "local:\ud800", "edek_hex": "01"}),
+    ]
+    kinds = [kind_of(outcome) for outcome in run_java(ops)]
+    assert kinds == ["EncodingLimitExceeded"] * 3 + ["InvalidKeyRef"]

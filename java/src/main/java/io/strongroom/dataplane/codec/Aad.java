@@ -13,6 +13,11 @@ public final class Aad {
     }
 
     public static byte[] build(byte[] header, String boundTopic, byte[] subject, String fieldPath) {
+        if (Utf8.hasLoneSurrogate(boundTopic) || Utf8.hasLoneSurrogate(fieldPath)) {
+            // the JDK's encoder would write '?' for it: an AAD that silently differs from the one meant
+            throw new EnvelopeException(ErrorKind.ENCODING_LIMIT_EXCEEDED,
+                    "the topic or field path holds a lone UTF-16 surrogate, which has no UTF-8 form");
+        }
         byte[] topic = boundTopic.getBytes(StandardCharsets.UTF_8);
         byte[] path = fieldPath.getBytes(StandardCharsets.UTF_8);
         if (topic.length > WireIds.MAX_U16 || path.length > WireIds.MAX_U16) {

@@ -16,6 +16,9 @@ public final class WrappedDekRef implements KeyRef {
             throw new EnvelopeException(ErrorKind.INVALID_KEY_REF,
                     "a KEK reference is 'provider:kek-id', got " + (kekRef == null ? "null" : Hex.show(kekRef)));
         }
+        if (Utf8.hasLoneSurrogate(kekRef)) {
+            throw new EnvelopeException(ErrorKind.INVALID_KEY_REF, "a KEK reference holds a lone UTF-16 surrogate");
+        }
         if (edek == null || edek.length == 0) {
             throw new EnvelopeException(ErrorKind.INVALID_KEY_REF, "an EDEK is a non-empty bytes value");
         }
