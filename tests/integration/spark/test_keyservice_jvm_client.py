@@ -102,3 +102,26 @@ def test_a_host_name_that_the_certificate_does_not_name_is_refused(service: KeyS
     [answer] = _java(spec, [{"op": "echo", "args": {}}])
     assert answer["ok"] is False
     assert "SSLHandshakeException" in answer["problem"]
+
+
+def test_a_connection_the_service_closed_is_reopened_once() -> None:
+    """The service drops a connection after its idle timeout; the next request reconnects and succeeds."""
+    idle = KeyService(_handler, idle_timeout_s=0.5)
+    try:
+        answers = _java(
+            idle.client_spec(),
+            [{"op": "echo", "args": {"n": 1}}, {"op": "echo", "args": {"n": 2}, "pause_ms": 2000}],
+        )
+    finally:
+        idle.close()
+    assert answers == [{"ok": True, "result": {"n": 1}}, {"ok": True, "result": {"n": 2}}]
+
+
+def test_an_unreachable_service_names_the_address() -> None:
+    gone = KeyService(_handler)
+    spec = gone.client_spec()
+    gone.close()
+    [answer] = _java(spec, [{"op": "echo", "args": {}}])
+    assert answer["ok"] is False
+    assert answer["problem"].startswith(f"cannot reach the driver's key service at 127.0.0.1:{spec['port']}")
+    assert answer["hint"] == "executors must reach the driver host (as for Spark's own driver endpoints)"

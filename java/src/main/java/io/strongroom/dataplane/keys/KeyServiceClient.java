@@ -55,11 +55,16 @@ public final class KeyServiceClient implements AutoCloseable {
                 close();
                 if (attempt == 2) {
                     throw new KeyServiceException("cannot reach the driver's key service at " + spec.host() + ":"
-                            + spec.port() + ": " + e.getClass().getSimpleName() + ": " + e.getMessage(), REACH_HINT);
+                            + spec.port() + ": " + describe(e), REACH_HINT);
                 }
             }
         }
         return resultOf(response);
+    }
+
+    private static String describe(IOException e) {
+        String name = e.getClass().getSimpleName();
+        return e.getMessage() == null ? name : name + ": " + e.getMessage();
     }
 
     private static JsonNode resultOf(JsonNode response) {

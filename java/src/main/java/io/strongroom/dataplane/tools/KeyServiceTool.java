@@ -13,7 +13,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Test support: calls a running key service with the Java client. Reads one JSON document from stdin
  * (never the command line, where the token would be visible to other users):
- * {@code {"spec": {"host", "port", "token", "cert"}, "requests": [{"op", "args"}], "read_timeout_ms"}} and
+ * {@code {"spec": {"host", "port", "token", "cert"}, "requests": [{"op", "args", "pause_ms"}], "read_timeout_ms"}} and
  * prints one line per request: {@code {"ok": true, "result"}} or {@code {"ok": false, "problem", "hint"}}.
  */
 public final class KeyServiceTool {
@@ -30,8 +30,17 @@ public final class KeyServiceTool {
                 spec.path("token").asText(), spec.path("cert").asText());
         try (KeyServiceClient client = new KeyServiceClient(service, input.path("read_timeout_ms").asInt(60_000))) {
             for (JsonNode request : input.path("requests")) {
+                pause(request.path("pause_ms").asLong(0));
                 out.println(JSON.writeValueAsString(call(client, request)));
             }
+        }
+    }
+
+    private static void pause(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
