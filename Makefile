@@ -9,17 +9,28 @@ KAFKA_STAMP := $(STRONGROOM_CACHE)/kafka-$(KAFKA_VERSION)/libs/.complete
 DEPS_STAMP := $(VENV)/.stamp-deps
 SPARK_STAMP := $(VENV)/.stamp-spark-connector
 PYTEST_ARGS ?=
+# The JVM data plane (java/, docs/architecture.md "JVM data plane"): plain javac + jar against PySpark's jars
+# and the Kafka connector's kafka-clients. -Xlint:path is off because PySpark's own jars name missing jars in
+# their manifests; every other warning is an error.
+DATAPLANE_JAR := build/strongroom-dataplane.jar
+DATAPLANE_CLASSES := build/dataplane-classes
+JAVA_SOURCES := $(shell find java/src/main/java -name '*.java' 2>/dev/null | LC_ALL=C sort)
+# A file whose content is the source list, rewritten only when a .java file is added, removed or renamed.
+JAVA_SOURCE_LIST := build/dataplane-sources.txt
+$(shell mkdir -p build && printf '%s\n' $(JAVA_SOURCES) > $(JAVA_SOURCE_LIST).new && \
+  { cmp -s $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST) && rm -f $(JAVA_SOURCE_LIST).new || mv $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST); })
+JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
 
-.PHONY: all install system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
+.PHONY: all install dataplane system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
 
 all: install
 
-install: $(DEPS_STAMP) $(KAFKA_STAMP) $(SPARK_STAMP)
+install: $(DEPS_STAMP) $(KAFKA_STAMP) $(SPARK_STAMP) $(DATAPLANE_JAR)
 
 # Python dependencies (PySpark, confluent-kafka, cryptography, hvac, boto3, moto, OpenBao's CLI, test tools).
 $(DEPS_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "strongroom needs Python >= 3.11")'
-	@command -v java >/dev/null || { echo "error: java not found (install a Java 17+ runtime: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@command -v java >/dev/null || { echo "error: java not found (install a Java 17+ JDK: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -34,6 +45,18 @@ $(KAFKA_STAMP): src/strongroom/resources/kafka-pom.xml | $(DEPS_STAMP)
 $(SPARK_STAMP): $(DEPS_STAMP) src/strongroom/resources/ivysettings.xml
 	$(BIN)/python -m strongroom.spark.session
 	touch $@
+
+# The JVM data plane jar: rebuilt when a .java file (or the list of them) changes. Needs a JDK (javac, jar) and
+# the connector's kafka-clients in the Ivy cache, which the Spark step above fills.
+dataplane: $(DATAPLANE_JAR)
+
+$(DATAPLANE_JAR): $(JAVA_SOURCES) $(JAVA_SOURCE_LIST) $(SPARK_STAMP) src/strongroom/spark/dataplane.py
+	@command -v javac >/dev/null && command -v jar >/dev/null || { echo "error: javac/jar not found (install a Java 17 JDK: apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@classpath=$$($(BIN)/python -m strongroom.spark.dataplane classpath) || exit 1; \
+	  rm -rf $(DATAPLANE_CLASSES) && mkdir -p $(DATAPLANE_CLASSES) && \
+	  echo "javac $(words $(JAVA_SOURCES)) files -> $@" && \
+	  javac $(JAVAC_FLAGS) -cp "$$classpath" -d $(DATAPLANE_CLASSES) $(JAVA_SOURCES)
+	jar --create --file $@.tmp -C $(DATAPLANE_CLASSES) . && mv $@.tmp $@
 
 # Debian packages beyond Python, Java and Maven: Chromium renders the audit report in a test (headless).
 system-deps:

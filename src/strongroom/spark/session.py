@@ -9,6 +9,10 @@ Spark's Kafka connector is not part of PySpark: it is added through ``spark.jars
 artifact matching the installed PySpark, resolved by Ivy from the local Maven repository or Maven
 Central only (``strongroom/resources/ivysettings.xml``) into the usual Ivy cache.
 
+The JVM data plane (``make`` builds ``build/strongroom-dataplane.jar`` from ``java/``, see
+:mod:`strongroom.spark.dataplane`) is added through ``spark.jars`` whenever it has been built; a caller
+that needs it passes ``dataplane=True`` and gets a clear error naming ``make`` when it is missing.
+
 ``python -m strongroom.spark.session`` starts and stops a session once, which downloads the
 connector into the cache (``make`` does this so tests and the demo start warm).
 """
@@ -69,6 +73,16 @@ def kafka_connector_package() -> str:
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
 
 
+def dataplane_jars(jars: str, *, required: bool) -> str:
+    """``spark.jars`` with the data-plane jar appended when it exists (or, if ``required``, an error)."""
+    from strongroom.spark.dataplane import dataplane_jar, require_dataplane_jar
+
+    jar = require_dataplane_jar() if required else dataplane_jar()
+    if not jar.is_file() or str(jar) in jars.split(","):
+        return jars
+    return f"{jars},{jar}" if jars else str(jar)
+
+
 def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ or "SPARK_SUBMIT_OPTS" in os.environ
 
@@ -113,11 +127,13 @@ def build_spark_session(
     app_name: str = "strongroom",
     conf: Mapping[str, str] | None = None,
     kafka: bool = True,
+    dataplane: bool = False,
 ) -> SparkSession:
     """Build (or return the active) SparkSession.
 
     ``master`` defaults to ``$STRONGROOM_SPARK_MASTER`` or ``local[2]``; under ``spark-submit`` the
-    submitted master wins. ``conf`` entries override the defaults.
+    submitted master wins. ``conf`` entries override the defaults; a ``spark.jars`` entry is kept and
+    the data-plane jar appended to it. ``dataplane=True`` requires the data-plane jar.
     """
     try:
         from pyspark.sql import SparkSession
@@ -143,7 +159,11 @@ def build_spark_session(
     if kafka:
         builder = builder.config("spark.jars.packages", kafka_connector_package())
         builder = builder.config("spark.jars.ivySettings", str(resource_path("ivysettings.xml")))
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    jars = dataplane_jars(settings.get("spark.jars", ""), required=dataplane)
+    if jars:
+        settings["spark.jars"] = jars
+    for key, value in settings.items():
         builder = builder.config(key, value)
     try:
         with _jvm_output_to_log():

@@ -1,0 +1,98 @@
+package io.strongroom.dataplane.json;
+
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.Utf8;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Reads a field-mode record value as {@code json_fields.load_json_object} does: strict UTF-8, strict JSON,
+ * an object, and (when the raw bytes hold a {@code \}{@code u} escape) no lone UTF-16 surrogate anywhere.
+ */
+public final class DocumentReader {
+    private static final byte[] ESCAPE = {'\\', 'u'};
+    private static final byte[] PREFIX = "sr1:".getBytes(StandardCharsets.US_ASCII);
+
+    private DocumentReader() {
+    }
+
+    @SuppressWarnings("unchecked")
+    public static Map<String, Object> load(byte[] raw) {
+        String text = Utf8.decodeOrNull(raw);
+        if (text == null) {
+            throw notJson("value is not UTF-8");
+        }
+        Object document;
+        try {
+            document = StrictJson.parse(text);
+        } catch (InvalidJson e) {
+            throw notJson(e.getMessage().startsWith("Duplicate field ")
+                    ? "value names a member twice in one object (readers disagree on which one counts): " + e.getMessage()
+                    : "value is not JSON: " + e.getMessage());
+        }
+        if (!(document instanceof Map<?, ?>)) {
+            throw new EnvelopeException(ErrorKind.NOT_JSON_OBJECT, "value is a JSON " + typeName(document) + ", not an object");
+        }
+        if (contains(raw, ESCAPE)) {
+            utf8(write(document));
+        }
+        return (Map<String, Object>) document;
+    }
+
+    /** False only when no string of the document can start with {@code sr1:} (no prefix, no escape). */
+    public static boolean mayHoldEnvelopes(byte[] raw) {
+        return contains(raw, PREFIX) || contains(raw, ESCAPE);
+    }
+
+    /** {@code _dumps}: the compact Python text of a value, {@link ErrorKind#NOT_JSON} for 1e400. */
+    static String write(Object value) {
+        try {
+            return PyJson.write(value);
+        } catch (InvalidJson e) {
+            throw notJson("value contains " + e.getMessage());
+        }
+    }
+
+    /** {@code _utf8}: the UTF-8 bytes of text, {@link ErrorKind#NOT_JSON} for a lone surrogate. */
+    static byte[] utf8(String text) {
+        if (Utf8.hasLoneSurrogate(text)) {
+            throw notJson("value holds a lone UTF-16 surrogate escape (like \\ud800), which has no UTF-8 form");
+        }
+        return text.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String typeName(Object value) {
+        if (value == null) {
+            return "null";
+        }
+        if (value instanceof Map<?, ?>) {
+            return "object";
+        }
+        if (value instanceof List<?>) {
+            return "array";
+        }
+        if (value instanceof String) {
+            return "string";
+        }
+        return value instanceof Boolean ? "boolean" : "number";
+    }
+
+    static boolean contains(byte[] haystack, byte[] needle) {
+        outer:
+        for (int i = 0; i + needle.length <= haystack.length; i++) {
+            for (int j = 0; j < needle.length; j++) {
+                if (haystack[i + j] != needle[j]) {
+                    continue outer;
+                }
+            }
+            return true;
+        }
+        return false;
+    }
+
+    private static EnvelopeException notJson(String problem) {
+        return new EnvelopeException(ErrorKind.NOT_JSON, problem);
+    }
+}

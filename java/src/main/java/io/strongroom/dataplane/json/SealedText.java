@@ -1,0 +1,53 @@
+package io.strongroom.dataplane.json;
+
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.WireIds;
+import java.nio.charset.StandardCharsets;
+import java.util.Base64;
+import java.util.regex.Pattern;
+
+/**
+ * An {@code sr1:} string: its envelope bytes, decoded as strictly as Python's
+ * {@code base64.b64decode(validate=True)} (standard alphabet, correct padding, nothing after it), and the
+ * check that the raw document spells it canonically (no JSON escapes: strongroom never writes any).
+ */
+final class SealedText {
+    private static final Pattern BASE64 = Pattern.compile("[A-Za-z0-9+/]*={0,2}");
+    private static final int PREFIX_LENGTH = WireIds.FIELD_PREFIX.length();
+
+    private SealedText() {
+    }
+
+    static boolean isSealed(Object value) {
+        return value instanceof String text && text.startsWith(WireIds.FIELD_PREFIX);
+    }
+
+    /** {@code _decode_field}. */
+    static byte[] decode(String text) {
+        String data = text.substring(PREFIX_LENGTH);
+        if (data.length() % 4 != 0 || !BASE64.matcher(data).matches()) {
+            throw new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE,
+                    "encrypted field string is not valid base64 after 'sr1:'");
+        }
+        return Base64.getDecoder().decode(data);
+    }
+
+    /** {@code _check_spelling}. */
+    static void checkSpelling(byte[] raw, String text, String path) {
+        boolean ascii = text.chars().allMatch(c -> c < 0x80);
+        if (ascii && DocumentReader.contains(raw, ("\"" + text + "\"").getBytes(StandardCharsets.US_ASCII))) {
+            return;
+        }
+        throw new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE, "field " + path
+                + " spells its 'sr1:' string with JSON escapes; strongroom never writes that, "
+                + "so it was crafted to slip past byte-level checks");
+    }
+
+    /** {@code _canonical}: the envelope of a sealed field, valid base64 and spelt canonically. */
+    static byte[] canonical(byte[] raw, String text, String path) {
+        byte[] envelope = decode(text);
+        checkSpelling(raw, text, path);
+        return envelope;
+    }
+}

@@ -1,0 +1,111 @@
+package io.strongroom.dataplane.keys;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import javax.net.ssl.SSLSocket;
+
+/**
+ * The executor side of the driver's key service, speaking the protocol of
+ * {@code strongroom/spark/keyservice.py}: pinned TLS, the token in the first frame, then JSON request
+ * frames {@code {"op", "args"}} answered by {@code {"ok": true, "result"}} or
+ * {@code {"ok": false, "error": {"problem", "hint"}}}. One connection, one request at a time; a
+ * connection the driver closed is reopened once (as the Python client does).
+ */
+public final class KeyServiceClient implements AutoCloseable {
+    /** Largest response frame accepted (keys for every subject of a batch), as in Python. */
+    static final long MAX_RESPONSE_FRAME = 256L * 1024 * 1024;
+    static final long MAX_AUTH_RESPONSE = 1024;
+    private static final int CONNECT_TIMEOUT_MILLIS = 30_000;
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final String REACH_HINT = "executors must reach the driver host (as for Spark's own driver endpoints)";
+
+    private final KeyServiceSpec spec;
+    private final PinnedTls tls;
+    private final int readTimeoutMillis;
+    private Connection connection;
+
+    /** An open, authenticated connection. */
+    private record Connection(SSLSocket socket, DataInputStream in, DataOutputStream out) {
+    }
+
+    public KeyServiceClient(KeyServiceSpec spec, int readTimeoutMillis) {
+        this.spec = spec;
+        this.tls = new PinnedTls(spec.certificatePem());
+        this.readTimeoutMillis = readTimeoutMillis;
+    }
+
+    /** Send one request; the result, or a {@link KeyServiceException} with the service's problem and hint. */
+    public synchronized JsonNode call(String op, ObjectNode args) {
+        ObjectNode request = JSON.createObjectNode().put("op", op);
+        request.set("args", args);
+        JsonNode response = null;
+        for (int attempt = 1; response == null; attempt++) {
+            try {
+                Connection open = connection();
+                Frames.write(open.out(), JSON.writeValueAsBytes(request));
+                response = JSON.readTree(Frames.read(open.in(), MAX_RESPONSE_FRAME));
+            } catch (IOException e) {
+                close();
+                if (attempt == 2) {
+                    throw new KeyServiceException("cannot reach the driver's key service at " + spec.host() + ":"
+                            + spec.port() + ": " + describe(e), REACH_HINT);
+                }
+            }
+        }
+        return resultOf(response);
+    }
+
+    private static String describe(IOException e) {
+        String name = e.getClass().getSimpleName();
+        return e.getMessage() == null ? name : name + ": " + e.getMessage();
+    }
+
+    private static JsonNode resultOf(JsonNode response) {
+        if (!response.path("ok").asBoolean(false)) {
+            JsonNode error = response.path("error");
+            String hint = error.path("hint").asText("");
+            throw new KeyServiceException(error.path("problem").asText("the key service refused the request"),
+                    hint.isEmpty() ? "see the driver log" : hint);
+        }
+        return response.path("result");
+    }
+
+    private Connection connection() throws IOException {
+        if (connection != null) {
+            return connection;
+        }
+        SSLSocket socket = tls.connect(spec.host(), spec.port(), CONNECT_TIMEOUT_MILLIS);
+        try {
+            socket.setSoTimeout(readTimeoutMillis);
+            DataInputStream in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
+            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
+            Frames.write(out, spec.token().getBytes(StandardCharsets.US_ASCII));
+            resultOf(JSON.readTree(Frames.read(in, MAX_AUTH_RESPONSE)));
+            connection = new Connection(socket, in, out);
+            return connection;
+        } catch (IOException | RuntimeException e) {
+            socket.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (connection != null) {
+            try {
+                connection.socket().close();
+            } catch (IOException e) {
+                // closing a dead connection: nothing left to release
+            } finally {
+                connection = null;
+            }
+        }
+    }
+}

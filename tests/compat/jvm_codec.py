@@ -1,0 +1,156 @@
+"""One codec call, run on both engines: the Python codec in-process and the JVM codec through the jar.
+
+An operation is a JSON object (the protocol of ``io.strongroom.dataplane.tools.CodecTool ops``)::
+
+    {"op": "seal_value" | "open_value" | "seal_fields" | "open_fields" | "parse_marker", "input_hex", "dek_hex",
+     "key_ref": {"kind": "subject_key", "key_id_hex"} | {"kind": "wrapped_dek", "kek_ref", "edek_hex"},
+     "topic", "subject_hex", "profile": "topic" | "portable", "field_path", "rules",
+     "nonces_hex" (fixed nonces, tests only), "keys": [{"key_ref", "dek_hex" or null (erased)}],
+     "on_erased": "null" | "raise", "topic_map"}
+
+and its outcome is ``{"ok": true, "output_hex"}`` or ``{"ok": false, "kind": <error class name>}``. The
+kind of a refusal is the name of the Python error class; the JVM reports the same names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from strongroom.crypto.nonces import fixed_nonces_for_vectors
+from strongroom.envelope import (
+    AadProfile,
+    KeyRef,
+    RecordContext,
+    SubjectKeyRef,
+    WrappedDekRef,
+    decrypt_json_fields,
+    decrypt_value,
+    encrypt_json_fields,
+    parse_marker,
+    seal,
+)
+from strongroom.errors import StrongroomError
+from strongroom.spark.dataplane import pyspark_jars_dir, require_dataplane_jar
+
+Operation = dict[str, Any]
+Outcome = dict[str, Any]
+
+
+class UnknownKey(LookupError):
+    """The operation's key table has no entry for the envelope's key reference."""
+
+
+def key_ref_json(ref: KeyRef) -> dict[str, str]:
+    if isinstance(ref, SubjectKeyRef):
+        return {"kind": "subject_key", "key_id_hex": ref.key_id.hex()}
+    return {"kind": "wrapped_dek", "kek_ref": ref.kek_ref, "edek_hex": ref.edek.hex()}
+
+
+def _key_ref(spec: dict[str, str]) -> KeyRef:
+    if spec["kind"] == "subject_key":
+        return SubjectKeyRef(bytes.fromhex(spec["key_id_hex"]))
+    return WrappedDekRef(spec["kek_ref"], bytes.fromhex(spec["edek_hex"]))
+
+
+def _nonces(op: Operation) -> contextlib.AbstractContextManager[None]:
+    if "nonces_hex" not in op:
+        return contextlib.nullcontext()
+    return fixed_nonces_for_vectors([bytes.fromhex(n) for n in op["nonces_hex"]])
+
+
+def _lookup(op: Operation) -> Any:
+    table = {
+        _key_ref(entry["key_ref"]): None if entry["dek_hex"] is None else bytes.fromhex(entry["dek_hex"])
+        for entry in op.get("keys", [])
+    }
+
+    def lookup(ref: KeyRef) -> bytes | None:
+        if ref not in table:
+            raise UnknownKey(repr(ref))
+        return table[ref]
+
+    return lookup
+
+
+def _python_output(op: Operation) -> bytes:
+    value = bytes.fromhex(op["input_hex"])
+    if op["op"] == "parse_marker":
+        return bytes((parse_marker(value).mode,))
+    ctx = RecordContext(op["topic"], bytes.fromhex(op["subject_hex"]), AadProfile[op.get("profile", "topic").upper()])
+    topic_map = op.get("topic_map") or None
+    with _nonces(op):
+        if op["op"] == "seal_value":
+            dek, ref = bytes.fromhex(op["dek_hex"]), _key_ref(op["key_ref"])
+            return seal(value, dek, ref, ctx, op.get("field_path", ""))
+        if op["op"] == "open_value":
+            return decrypt_value(value, _lookup(op), ctx, topic_map=topic_map)
+        if op["op"] == "seal_fields":
+            return encrypt_json_fields(value, op["rules"], bytes.fromhex(op["dek_hex"]), _key_ref(op["key_ref"]), ctx)
+        return decrypt_json_fields(
+            value,
+            _lookup(op),
+            ctx,
+            topic_map=topic_map,
+            on_erased=op.get("on_erased", "null"),
+            expect_encrypted=op.get("rules"),
+        )
+
+
+def run_python(op: Operation) -> Outcome:
+    try:
+        return {"ok": True, "output_hex": _python_output(op).hex()}
+    except (StrongroomError, UnknownKey) as exc:
+        return {"ok": False, "kind": type(exc).__name__}
+
+
+def java_classpath() -> str:
+    return f"{require_dataplane_jar()}:{pyspark_jars_dir() / '*'}"
+
+
+def run_java(ops: Sequence[Operation]) -> list[Outcome]:
+    """Run ``ops`` through the jar's CodecTool in one JVM; one outcome per operation, in order."""
+    java = shutil.which("java")
+    assert java, "java is not on PATH"
+    lines = "".join(json.dumps(op) + "\n" for op in ops)
+    done = subprocess.run(
+        [java, "-cp", java_classpath(), "io.strongroom.dataplane.tools.CodecTool", "ops"],
+        input=lines.encode(),
+        capture_output=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+    # The JVM's messages are for people; the comparison is on the outcome (kind or output bytes).
+    outcomes = [
+        {k: v for k, v in json.loads(line).items() if k != "message"} for line in done.stdout.decode().splitlines()
+    ]
+    assert len(outcomes) == len(ops), done.stderr.decode(errors="replace")[-4000:]
+    return outcomes
+
+
+def check_vectors(directory: Path) -> subprocess.CompletedProcess[str]:
+    java = shutil.which("java")
+    assert java, "java is not on PATH"
+    return subprocess.run(
+        [java, "-cp", java_classpath(), "io.strongroom.dataplane.tools.CodecTool", "vectors", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def kind_of(outcome: Outcome) -> str:
+    return "ok" if outcome["ok"] else str(outcome["kind"])
+
+
+def pairs(ops: Sequence[Operation]) -> Iterator[tuple[Operation, Outcome, Outcome]]:
+    """Each operation with its Python and its JVM outcome."""
+    for op, java_outcome in zip(ops, run_java(ops), strict=True):
+        yield op, run_python(op), java_outcome
