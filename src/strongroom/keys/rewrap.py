@@ -31,7 +31,7 @@ from strongroom.errors import KmsError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import records
 from strongroom.keys.errors import RewrapFailed
-from strongroom.keys.records import WrappingKeyRecord, WrappingKeyTombstone
+from strongroom.keys.records import WrappingKeyRecord, WrappingKeyTombstone, wk_edek_context
 from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.kms.api import Edek, Kms
@@ -188,7 +188,7 @@ def _rewrap_chunk(
             report.failed.append({"wk_id": wk.wk_id.hex(), "error": str(plaintext)})
             continue
         try:
-            edek = kms.wrap(target, plaintext)
+            edek = kms.wrap(target, plaintext, wk_edek_context(wk.wk_id))  # binds a legacy unbound EDEK too
             if not hmac.compare_digest(kms.unwrap(edek), plaintext):
                 raise RewrapFailed(f"the new EDEK of wrapping key {wk.wk_id.hex()} does not unwrap to the same key")
         except StrongroomError as exc:

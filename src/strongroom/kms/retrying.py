@@ -82,8 +82,8 @@ class RetryingKms(KmsWrapper):
     def generate_dek(self, kek_id: str) -> DekPair:
         return self._retry("generate_dek", lambda: self.inner.generate_dek(kek_id))
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        return self._retry("wrap", lambda: self.inner.wrap(kek_id, plaintext))
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        return self._retry("wrap", lambda: self.inner.wrap(kek_id, plaintext, context))
 
     def unwrap(self, edek: Edek) -> bytes:
         return self._retry("unwrap", lambda: self.inner.unwrap(edek))

@@ -21,8 +21,8 @@ class KmsWrapper(Kms):
     def generate_dek(self, kek_id: str) -> DekPair:
         return self.inner.generate_dek(kek_id)
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        return self.inner.wrap(kek_id, plaintext)
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        return self.inner.wrap(kek_id, plaintext, context)
 
     def unwrap(self, edek: Edek) -> bytes:
         return self.inner.unwrap(edek)

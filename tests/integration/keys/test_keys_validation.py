@@ -4,10 +4,13 @@
   subject's erasure (the erasure marker and the eraser only ever look at the subject's partition).
 - A lost marker is applied only when the KMS confirms that the wrapping key's KEK no longer unwraps it;
   a forged one (the KEK is alive in OpenBao) is logged at error, counted, listed and not applied.
+- A wrapping key's EDEK is bound to its WK id (OpenBao transit ``associated_data``): copied under
+  another id it does not unwrap; an unbound EDEK (written before binding existed) still does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,13 +19,14 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strongroom.envelope import SubjectErased
+from strongroom.errors import KmsError
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import KeyManager, KeyTable, SubjectKey, erase
 from strongroom.keys.errors import KeyCreationFailed, SubjectKeyLost
 from strongroom.keys.lost import declare_lost
-from strongroom.keys.records import NudgeRecord, SubjectKeyRecord
+from strongroom.keys.records import NudgeRecord, SubjectKeyRecord, WrappingKeyRecord, wk_edek_context
 from strongroom.keys.topic import KeysTopic, KeysWriter
-from strongroom.keys.wrapping import new_key_id, wrap_subject_key
+from strongroom.keys.wrapping import new_key_id, new_wk_id, wrap_subject_key
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.metered import MeteredKms
 from strongroom.kms.vault import VaultKms
@@ -117,3 +121,38 @@ def test_a_forged_lost_marker_is_reported_and_not_applied_while_the_kek_exists_i
         with pytest.raises(SubjectKeyLost, match=f"declared lost by plan {PLAN}"):
             cold.lookup(alice.key_id, "alice")
         assert not cold.refused_lost_markers()
+
+
+def test_a_bound_wrapping_key_edek_does_not_unwrap_under_another_wk_id_in_openbao(
+    client: ClientConfig, keys_topic: str, bao_kms: tuple[MeteredKms, VaultKekAdmin, str]
+) -> None:
+    kms, _, alias = bao_kms
+    with KeyManager(client, kms, topic=keys_topic, kek_alias=alias, table_options={"register": False}) as manager:
+        alice = manager.get_or_create(["alice"])["alice"]
+        assert isinstance(alice, SubjectKey)
+        assert alice.wk_id is not None
+        stored = manager.table.store.wrapping_key(alice.wk_id)
+    assert stored is not None
+    edek = stored.edek
+    assert edek.context == wk_edek_context(alice.wk_id)  # bound through transit's associated_data
+    assert len(kms.unwrap(edek)) == 32
+    for context in (wk_edek_context(new_wk_id()), b""):
+        with pytest.raises(KmsError):
+            kms.unwrap(dataclasses.replace(edek, context=context))
+    # the EDEK copied into a wrapping-key record of another id: keys under that id cannot be opened
+    other = new_wk_id()
+    forged = WrappingKeyRecord(other, dataclasses.replace(edek, context=wk_edek_context(other)), now_ms())
+    with KeysWriter(client, keys_topic) as writer:
+        writer.write([(KeysTopic(client, keys_topic).partition_of_wrapping_key(other), forged)],
+                     error=KeyCreationFailed)  # fmt: skip
+    with KeyTable(client, kms, topic=keys_topic, register=False) as table:
+        table.wait_caught_up(30)
+        [record] = [wk for wk in table.store.wrapping_keys() if wk.wk_id == other]
+        with pytest.raises(KmsError):
+            kms.unwrap(record.edek)
+        assert table.lookup(alice.key_id) == alice.key  # the real one still opens
+
+    # an EDEK written before binding existed (no context) still unwraps
+    legacy = kms.wrap(alias, b"\x07" * 32)
+    assert legacy.context == b""
+    assert kms.unwrap(legacy) == b"\x07" * 32
