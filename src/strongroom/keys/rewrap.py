@@ -6,7 +6,9 @@ stays the same — running readers keep working), and the new record is written 
 key, so compaction replaces the old EDEK.
 
 Idempotent and resumable: a WK already under the target KEK and its current version is skipped, so a
-rerun after a failure only does what is left. The current version is learnt by wrapping a random probe
+rerun after a failure only does what is left — unless its EDEK is not yet bound to its WK id (written
+by a strongroom before EDEK binding, :func:`~strongroom.keys.records.wk_edek_context`): that one is
+rewrapped, bound, whatever its version. The current version is learnt by wrapping a random probe
 once per KEK (providers without visible versions, like AWS KMS whose rotation keeps old material
 usable, are only rewrapped when moving to another KEK). Every new EDEK is unwrapped once and compared
 before it is written, so a rewrap can never replace a working EDEK with a broken one.
@@ -147,7 +149,8 @@ def rewrap(
         except KmsError as exc:
             report.failed.append({"wk_id": wk.wk_id.hex(), "error": str(exc)})
             continue
-        if target == wk.edek.kek_id and (version is None or kek_version(wk.edek, kms) == version):
+        up_to_date = target == wk.edek.kek_id and (version is None or kek_version(wk.edek, kms) == version)
+        if up_to_date and wk.edek.context:  # an unbound EDEK (older strongroom) is rewrapped to bind it
             report.skipped += 1
             continue
         todo.append((partition, wk, target))
