@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from strongroom.cli.main import main
 from strongroom.envelope import SubjectErased
 from strongroom.errors import KmsError
 from strongroom.kafka.config import ClientConfig
@@ -36,7 +38,7 @@ PLAN = "sha256:" + "f0" * 32
 
 
 def test_a_misplaced_key_record_is_ignored_and_does_not_survive_erasure(
-    client: ClientConfig, keys_topic: str, kms: MeteredKms
+    client: ClientConfig, keys_topic: str, kms: MeteredKms, capsys: pytest.CaptureFixture[str]
 ) -> None:
     options = {"register": False}
     with KeyManager(client, kms, topic=keys_topic, table_options=options) as manager:
@@ -65,6 +67,10 @@ def test_a_misplaced_key_record_is_ignored_and_does_not_survive_erasure(
         stats = table.stats()
         assert stats["misplaced"] == 1
         assert any(f"not in its subject's partition {home}" in p for p in stats["problems"])
+
+        assert main(["--output", "json", "keys", "inventory", "-b", client.bootstrap_servers,
+                     "--keys-topic", keys_topic]) == 0  # fmt: skip
+        assert json.loads(capsys.readouterr().out)["misplaced_key_records"] == 1
 
         receipt = erase(client, ["alice"], reason="misplaced-record test", topic=keys_topic)
         assert receipt.subjects[0].marker_offset < 10  # the forged record's offset is higher
