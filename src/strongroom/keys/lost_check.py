@@ -70,8 +70,11 @@ class LostMarkerCheck:
         self.store = store
         self.topic = topic
 
-    def judge(self, markers: Iterable[StoredLost]) -> tuple[dict[bytes, StoredLost], dict[bytes, RefusedLostMarker]]:
-        """Split ``markers`` into those the KMS confirms and those refused (each refusal logged at error)."""
+    def judge(
+        self, markers: Iterable[StoredLost], known: Mapping[bytes, RefusedLostMarker] | None = None
+    ) -> tuple[dict[bytes, StoredLost], dict[bytes, RefusedLostMarker]]:
+        """Split ``markers`` into those the KMS confirms and those refused. A refusal is logged at error
+        unless ``known`` (the previous round's refusals) already holds it with the same reason."""
         confirmed: dict[bytes, StoredLost] = {}
         refused: dict[bytes, RefusedLostMarker] = {}
         for marker in markers:
@@ -80,6 +83,8 @@ class LostMarkerCheck:
                 confirmed[marker.wk_id] = marker
                 continue
             refused[marker.wk_id] = refusal
+            if known is not None and known.get(marker.wk_id) == refusal:
+                continue
             log.error(
                 "lost marker of wrapping key %s in %s/%d@%d (plan %s) NOT applied: %s",
                 marker.wk_id.hex(), self.topic, marker.partition, marker.offset, marker.plan_id, refusal.reason,

@@ -710,7 +710,8 @@ class KeyTable:
         in_store = {marker.wk_id: marker for marker in self.store.lost_wrapping_keys()}  # the store has the truth
         # Markers already honoured stay honoured; every other one is put to the KMS (lost_check).
         kept = {wk_id: m for wk_id, m in in_store.items() if self._lost.get(wk_id) == m}
-        confirmed, refused = self._lost_check().judge(m for wk_id, m in in_store.items() if wk_id not in kept)
+        fresh = (m for wk_id, m in in_store.items() if wk_id not in kept)
+        confirmed, refused = self._lost_check().judge(fresh, self._refused_lost)
         self._lost_checked_at = time.monotonic()
         current = {**kept, **confirmed}
         newly_lost = [marker for marker in confirmed.values() if marker.wk_id not in self._lost]
