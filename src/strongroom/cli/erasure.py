@@ -148,9 +148,19 @@ def status(
         out.progress(f"{sum(s.status != 'verified' for s in statuses)} subject(s) not verified yet")
         time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
     data = [s.to_dict() for s in statuses]
-    out.result(data, lambda d: "\n".join(_render_one(s) for s in d) if d else "no erased subjects")
+    out.result(
+        data, lambda d: "\n".join([*(_render_one(s) for s in d), _render_scope()]) if d else "no erased subjects"
+    )
     if not done:
         ctx.exit(EXIT_PENDING)
+
+
+def _render_scope() -> str:
+    """What `verified` checks and what it cannot (also in every status of --output json)."""
+    from strongroom.keys.verification import CANNOT_VERIFY, VERIFIES
+
+    lines = ["verified means:", *(f"  + {item}" for item in VERIFIES), "it cannot verify:"]
+    return "\n".join([*lines, *(f"  ? {item}" for item in CANNOT_VERIFY)])
 
 
 def _render_one(s: dict[str, Any]) -> str:

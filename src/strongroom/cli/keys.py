@@ -167,6 +167,10 @@ def inventory(out: Output, bootstrap: str, command_config: str | None, keys_topi
             label = "?" if version is None else str(version)
             entry["versions"][label] = entry["versions"].get(label, 0) + 1
         result: dict[str, Any] = {"keys_topic": keys_topic, "keks": keks, **key_table.store.counts()}
+        # Validation of the records (docs/shredding.md): key records outside their subject's partition are
+        # ignored; lost markers need a KMS to be confirmed, which this command does not use.
+        result["misplaced_key_records"] = key_table.stats()["misplaced"]
+        result["lost_markers"] = [m.to_dict() for m in key_table.refused_lost_markers().values()]
         if list_subjects and kek_ref:
             result["subjects"] = sorted(key_table.subjects_under_kek(kek_ref))
 
@@ -182,6 +186,12 @@ def inventory(out: Output, bootstrap: str, command_config: str | None, keys_topi
         ]
         text = table(rows, ["KEK", "wrapping keys", "subject keys", "KEK versions"]) if rows else "no wrapping keys"
         text += f"\nerasure markers: {d['erasure_markers']}, erased keys: {d['erased_keys']}"
+        if d["misplaced_key_records"]:
+            misplaced = d["misplaced_key_records"]
+            text += f"\nkey records outside their subject's partition (ignored by every reader): {misplaced}"
+        if d["lost_markers"]:
+            text += (f"\nlost markers: {len(d['lost_markers'])} (readers apply one only when their KMS confirms the "
+                     "KEK is gone; `recover scan` with KMS options checks them)")  # fmt: skip
         if "subjects" in d:
             text += "\n" + "\n".join(d["subjects"])
         return text

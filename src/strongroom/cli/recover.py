@@ -259,7 +259,7 @@ def mark_lost(ctx: click.Context, /, bootstrap: str | None, command_config: str 
     finally:
         if kms is not None:
             kms.close()
-    out.result(report, render_lost)
+    out.result(report.to_json(), render_lost)
 
 
 @recover.command("unmark-lost", epilog=__doc__.split("\n\n", 1)[-1] if __doc__ else None)
@@ -306,7 +306,7 @@ def unmark_lost(ctx: click.Context, /, bootstrap: str | None, command_config: st
     recorder = None if dry_run else _lost_recorder(config, OperationsLogLostRecorder)
     options = MarkLostOptions(execute=not dry_run, reason=reason, declared_by=declared_by)
     report = run_unmark_lost(config, keys_topic, parsed, options, recorder, progress=out.note)
-    out.result(report, render_lost)
+    out.result(report.to_json(), render_lost)
 
 
 def _lost_recorder(config: Any, recorder_class: Any) -> Any:

@@ -2,10 +2,12 @@
 
 Encryptors meet the same subjects again and again; asking the manager every time costs store queries
 and an unwrap per subject. This cache answers known subjects from memory and sends only the misses
-to the manager, in one batch. It can never outlive an erasure by much: it is emptied whenever the key
-table applies an erasure or lost marker, and every entry expires after ``ttl_s`` anyway. (A record
-sealed under a key that was erased a moment earlier is unreadable once the erasure completes: erasure
-still wins the race.)
+to the manager, in one batch. It does not outlive an erasure: it listens to the key table, which
+tells it about every erasure marker, key tombstone and lost marker right after applying them (in the
+table's reader thread), and drops those subjects' keys (and their ciphers) at once — an idle encrypt
+driver holds no erased key either. Every entry expires after ``ttl_s`` anyway. (A record sealed under
+a key that was erased a moment earlier is unreadable once the erasure completes: erasure still wins
+the race.)
 
 :func:`retry_while_kms_unavailable` is how every long-running component waits out a KMS outage.
 """
@@ -20,7 +22,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from strongroom.crypto.aead import CIPHERS
+from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.manager import KeyManager, KeyOrDecision
+from strongroom.keys.table import SubjectKey
 from strongroom.kms.errors import KmsUnavailable
 
 log = logging.getLogger(__name__)
@@ -55,46 +60,70 @@ class KeyCache:
         self.capacity = max(0, capacity)
         self.ttl_s = ttl_s
         self._entries: OrderedDict[str, tuple[KeyOrDecision, float]] = OrderedDict()
+        #: key id → subject of every cached stored key (a key tombstone names the key, not the subject).
+        self._subject_of: dict[bytes, str] = {}
         self._lock = threading.Lock()
-        self._markers_seen = self._markers_applied()
-        self.counters = {"hits": 0, "misses": 0, "manager_calls": 0}
+        self.counters = {"hits": 0, "misses": 0, "manager_calls": 0, "erased_dropped": 0}
+        #: Erasure notices received so far: keys fetched while one arrived are used once, not cached.
+        self._notices = 0
+        manager.table.add_erasure_listener(self._on_erasure)
 
     def get_or_create(self, subjects: Iterable[str], *, kms_wait_s: float = 0.0) -> dict[str, KeyOrDecision]:
         """Keys for ``subjects``: cached ones from memory, the rest from the manager in one batch
         (retrying a KMS outage for up to ``kms_wait_s``)."""
         wanted = list(dict.fromkeys(subjects))
-        self._forget_if_markers_applied()
+        self.manager.table.follower.check_alive()  # a table that stopped reading cannot vouch for cached keys
         found, missing = self._lookup(wanted)
         if missing:
             self.counters["manager_calls"] += 1
+            notices = self._notices
             fetched = retry_while_kms_unavailable(
                 lambda: self.manager.get_or_create(missing), kms_wait_s, what="the KMS (creating subject keys)"
             )
-            self._store(fetched)
+            self._store(fetched, notices)
             found.update(fetched)
         return {subject: found[subject] for subject in wanted}
 
     def stats(self) -> dict[str, Any]:
         return {**self.manager.stats(), "cache_hits": self.counters["hits"], "cache_misses": self.counters["misses"],
-                "cache_size": len(self)}  # fmt: skip
+                "cache_size": len(self), "cache_erased_dropped": self.counters["erased_dropped"]}  # fmt: skip
+
+    def cached(self, subject: str) -> KeyOrDecision | None:
+        """What the cache holds for ``subject`` (no manager call, no TTL check): for inspection and tests."""
+        with self._lock:
+            entry = self._entries.get(subject)
+        return None if entry is None else entry[0]
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
+            for subject in list(self._entries):
+                self._drop(subject)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     # ------------------------------------------------------------------ internals
-    def _markers_applied(self) -> int:
-        counters = getattr(self.manager.table, "stats_counters", {})
-        return int(counters.get("markers", 0)) + int(counters.get("lost_markers", 0))
+    def _on_erasure(self, notice: ErasureNotice) -> None:
+        """The key table applied an erasure: drop the erased subjects' keys now (the table's listener)."""
+        with self._lock:
+            self._notices += 1
+            if notice.everything:
+                doomed = set(self._entries)
+            else:
+                doomed = {*notice.subjects, *(self._subject_of[k] for k in notice.key_ids if k in self._subject_of)}
+            dropped = sum(self._drop(subject) for subject in doomed)
+            self.counters["erased_dropped"] += dropped
 
-    def _forget_if_markers_applied(self) -> None:
-        markers = self._markers_applied()
-        if markers != self._markers_seen:  # an erasure (or lost marker) reached the key table
-            self._markers_seen = markers
-            self.clear()
+    def _drop(self, subject: str) -> bool:
+        """Remove one entry and its cipher (the caller holds the lock)."""
+        entry = self._entries.pop(subject, None)
+        if entry is None:
+            return False
+        key = entry[0]
+        if isinstance(key, SubjectKey):
+            self._subject_of.pop(key.key_id, None)
+            CIPHERS.forget(key.key)
+        return True
 
     def _lookup(self, subjects: Sequence[str]) -> tuple[dict[str, KeyOrDecision], list[str]]:
         now = time.monotonic()
@@ -112,13 +141,23 @@ class KeyCache:
             self.counters["misses"] += len(missing)
         return found, missing
 
-    def _store(self, keys: Mapping[str, KeyOrDecision]) -> None:
+    def _store(self, keys: Mapping[str, KeyOrDecision], notices: int) -> None:
+        """Cache ``keys`` — unless an erasure notice arrived since they were fetched (``notices`` then
+        differs): one of them may be the erased key, which must not come back into the cache."""
         if not self.capacity:
             return
         expiry = time.monotonic() + self.ttl_s
         with self._lock:
+            if notices != self._notices:
+                return
             for subject, key in keys.items():
+                old = self._entries.pop(subject, None)
+                if old is not None and isinstance(old[0], SubjectKey):
+                    self._subject_of.pop(old[0].key_id, None)
+                    if not isinstance(key, SubjectKey) or key.key_id != old[0].key_id:
+                        CIPHERS.forget(old[0].key)
                 self._entries[subject] = (key, expiry)
-                self._entries.move_to_end(subject)
+                if isinstance(key, SubjectKey):
+                    self._subject_of[key.key_id] = subject
             while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+                self._drop(next(iter(self._entries)))

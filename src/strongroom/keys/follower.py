@@ -24,6 +24,7 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_consumer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import CorruptKeyRecord, KeyTableClosed, KeyTableTimeout
+from strongroom.keys.murmur2 import subject_partition
 from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
 from strongroom.keys.store import ApplyEffects, KeyStore
 from strongroom.keys.topic import KeysTopic
@@ -69,7 +70,9 @@ class KeysFollower:
         self.eof: set[int] = set()
         self.corrupt_wks: set[bytes] = set()
         self.problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
-        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0}
+        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0, "misplaced": 0}
+        #: The partition count subjects were placed by (the layout record's; the topic's until it is read).
+        self.layout_partitions: int | None = None
         self.failure: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -182,6 +185,7 @@ class KeysFollower:
                 self._progress.notify_all()
 
     def _assign(self, consumer: Consumer) -> None:
+        self.layout_partitions = self.store.layout_partitions()
         stored = self.store.next_offsets()
         if stored:
             ends = self.watermarks()
@@ -271,8 +275,25 @@ class KeysFollower:
             )
             log.warning(problem)
             self.problems.append(problem)
+        if isinstance(record, records.SubjectKeyRecord) and not self._placed_right(record.subject, partition):
+            self.counters["misplaced"] += 1
+            problem = (
+                f"ignored subject-key record {self.topic}/{partition}@{offset}: it is not in its subject's partition "
+                f"{subject_partition(record.subject, self.layout_partitions or self.partitions)} (written by "
+                "something other than strongroom; an erasure would never reach it)"
+            )
+            log.error(problem)
+            self.problems.append(problem)
+            return None
+        if isinstance(record, records.LayoutRecord):
+            self.layout_partitions = record.partitions
         if isinstance(record, records.SubjectKeyTombstone):
             self.counters["tombstones"] += 1
         if isinstance(record, WrappingKeyRecord):
             self.corrupt_wks.discard(record.wk_id)
         return record
+
+    def _placed_right(self, subject: str, partition: int) -> bool:
+        """A subject's key records live in its partition (the keys topic's partitioner places them there):
+        only there do erasure markers and "first key in partition order wins" see them in order."""
+        return subject_partition(subject, self.layout_partitions or self.partitions) == partition

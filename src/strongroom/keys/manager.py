@@ -49,6 +49,7 @@ from strongroom.keys.records import (
     SubjectKeyTombstone,
     WrappingKeyRecord,
     check_subject,
+    wk_edek_context,
 )
 from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey, SubjectState
 from strongroom.keys.topic import KeysTopic, KeysWriter
@@ -292,8 +293,9 @@ class KeyManager:
             return wk
         kek_id = self.kms.resolve_alias(self.kek_alias)
         plaintext = new_wrapping_key()
-        edek = self.kms.wrap(kek_id, plaintext)  # KMS errors propagate: nothing has been written
         wk_id = new_wk_id()
+        # bound to its WK id (docs/shredding.md); KMS errors propagate: nothing has been written
+        edek = self.kms.wrap(kek_id, plaintext, wk_edek_context(wk_id))
         record = WrappingKeyRecord(wk_id, edek, now_ms())
         self._writer.write(
             [(partition_for(wk_id, self.table.partitions), record)], error=KeyCreationFailed, timeout=self.timeout

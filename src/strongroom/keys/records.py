@@ -29,6 +29,7 @@ effect is to silence failures, and a decision to skip data must be readable to c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from dataclasses import dataclass
@@ -59,9 +60,20 @@ SK_ALG_IDS: Final = {SK_ALG: 0x01}
 _SK_ALG_NAMES: Final = {v: k for k, v in SK_ALG_IDS.items()}
 _SK_HEAD: Final = struct.Struct(">BBQ16s16sB")
 
+#: The wrapping-key value's ``edek_binding``: the EDEK was wrapped bound to :func:`wk_edek_context` of
+#: the record's WK id. Absent: an unbound EDEK (written before binding existed; still read, and bound
+#: at its next rewrap). Any other value: a newer strongroom wrote it (the record is skipped, not lost).
+WK_EDEK_BINDING: Final = "wk-id/v1"
+_WK_CONTEXT_LABEL: Final = b"strongroom/wk/v1\x00"
+
 _U32: Final = struct.Struct(">I")
 _U16: Final = struct.Struct(">H")
 _DECODER: Final = json.JSONDecoder()
+
+
+def wk_edek_context(wk_id: bytes) -> bytes:
+    """What a wrapping key's EDEK is bound to: its WK id (an EDEK copied under another WK id does not unwrap)."""
+    return _WK_CONTEXT_LABEL + wk_id
 
 
 def check_subject(subject: str) -> bytes:
@@ -252,6 +264,10 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
             "kek_ref": record.kek_ref,
             "created": record.created_ms,
         }
+        if record.edek.context:
+            if record.edek.context != wk_edek_context(record.wk_id):
+                raise ValueError("a wrapping key's EDEK is bound to its own WK id or to nothing")
+            value["edek_binding"] = WK_EDEK_BINDING
         return wrapping_key_message_key(record.wk_id), _dumps(value)
     if isinstance(record, WrappingKeyTombstone):
         return wrapping_key_message_key(record.wk_id), None
@@ -472,6 +488,14 @@ def _decode_wrapping_key(key: bytes, value: bytes | None) -> WrappingKeyRecord |
         edek = Edek.from_dict(edek_doc)
     except KmsError as exc:
         raise CorruptKeyRecord(f"field 'edek' is invalid: {exc.problem}") from None
+    binding = document.get("edek_binding")
+    if binding == WK_EDEK_BINDING:
+        edek = dataclasses.replace(edek, context=wk_edek_context(wk_id))  # derived here, never read from the record
+    elif binding is not None:
+        raise CorruptKeyRecord(
+            f"wrapping-key value has edek_binding {binding!r}; this strongroom reads {WK_EDEK_BINDING!r}",
+            hint="upgrade strongroom: the record was written by a newer version (it is skipped, not lost)",
+        )
     return WrappingKeyRecord(wk_id, edek, _int(document, "created"))
 
 

@@ -6,7 +6,9 @@ stays the same — running readers keep working), and the new record is written 
 key, so compaction replaces the old EDEK.
 
 Idempotent and resumable: a WK already under the target KEK and its current version is skipped, so a
-rerun after a failure only does what is left. The current version is learnt by wrapping a random probe
+rerun after a failure only does what is left — unless its EDEK is not yet bound to its WK id (written
+by a strongroom before EDEK binding, :func:`~strongroom.keys.records.wk_edek_context`): that one is
+rewrapped, bound, whatever its version. The current version is learnt by wrapping a random probe
 once per KEK (providers without visible versions, like AWS KMS whose rotation keeps old material
 usable, are only rewrapped when moving to another KEK). Every new EDEK is unwrapped once and compared
 before it is written, so a rewrap can never replace a working EDEK with a broken one.
@@ -31,7 +33,7 @@ from strongroom.errors import KmsError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import records
 from strongroom.keys.errors import RewrapFailed
-from strongroom.keys.records import WrappingKeyRecord, WrappingKeyTombstone
+from strongroom.keys.records import WrappingKeyRecord, WrappingKeyTombstone, wk_edek_context
 from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.kms.api import Edek, Kms
@@ -147,7 +149,8 @@ def rewrap(
         except KmsError as exc:
             report.failed.append({"wk_id": wk.wk_id.hex(), "error": str(exc)})
             continue
-        if target == wk.edek.kek_id and (version is None or kek_version(wk.edek, kms) == version):
+        up_to_date = target == wk.edek.kek_id and (version is None or kek_version(wk.edek, kms) == version)
+        if up_to_date and wk.edek.context:  # an unbound EDEK (older strongroom) is rewrapped to bind it
             report.skipped += 1
             continue
         todo.append((partition, wk, target))
@@ -188,7 +191,7 @@ def _rewrap_chunk(
             report.failed.append({"wk_id": wk.wk_id.hex(), "error": str(plaintext)})
             continue
         try:
-            edek = kms.wrap(target, plaintext)
+            edek = kms.wrap(target, plaintext, wk_edek_context(wk.wk_id))  # binds a legacy unbound EDEK too
             if not hmac.compare_digest(kms.unwrap(edek), plaintext):
                 raise RewrapFailed(f"the new EDEK of wrapping key {wk.wk_id.hex()} does not unwrap to the same key")
         except StrongroomError as exc:

@@ -56,11 +56,12 @@ from strongroom.keys.records import (
     SubjectKeyTombstone,
     WrappingKeyRecord,
     WrappingKeyTombstone,
+    wk_edek_context,
 )
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive
 
-SCHEMA_VERSION: Final = "2"
+SCHEMA_VERSION: Final = "3"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -69,7 +70,7 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS offsets (partition INTEGER PRIMARY KEY, next_offset INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS wrapping_keys (
     wk_id BLOB PRIMARY KEY, provider TEXT NOT NULL, kek_id TEXT NOT NULL, ciphertext BLOB NOT NULL,
-    created INTEGER NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL
+    created INTEGER NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL, bound INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subject_keys (
     key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
@@ -227,8 +228,11 @@ class KeyStore:
         else:
             schema = db.execute("SELECT v FROM meta WHERE k = 'schema'").fetchone()
             if schema is None or schema[0] != SCHEMA_VERSION:
-                # An older store skipped record kinds it did not know (lost markers): read everything again.
-                self._clear(db)
+                # An older store skipped record kinds it did not know (lost markers) or lacks columns
+                # (EDEK bindings): new tables, read everything again.
+                for table in _TABLES:
+                    db.execute(f"DROP TABLE IF EXISTS {table}")  # fixed table names
+                db.executescript(_SCHEMA)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
                 self.rebuilt = True
         if os.name == "posix":
@@ -322,9 +326,10 @@ class KeyStore:
         elif isinstance(record, WrappingKeyRecord):
             edek = record.edek
             db.execute(
-                "INSERT OR REPLACE INTO wrapping_keys VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.wk_id, edek.provider, edek.kek_id, edek.ciphertext, record.created_ms, partition, offset),
-            )
+                "INSERT OR REPLACE INTO wrapping_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.wk_id, edek.provider, edek.kek_id, edek.ciphertext, record.created_ms, partition, offset,
+                 int(bool(edek.context))),
+            )  # fmt: skip
         elif isinstance(record, WrappingKeyTombstone):
             db.execute("DELETE FROM wrapping_keys WHERE wk_id = ?", (record.wk_id,))
             effects.wrapping_keys_removed.append(record.wk_id)
@@ -408,7 +413,7 @@ class KeyStore:
     def wrapping_key(self, wk_id: bytes) -> StoredWrappingKey | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset "
+                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset, bound "
                 "FROM wrapping_keys WHERE wk_id = ?",
                 (wk_id,),
             ).fetchone()
@@ -417,7 +422,7 @@ class KeyStore:
     def wrapping_keys(self) -> list[StoredWrappingKey]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset FROM wrapping_keys"
+                "SELECT wk_id, provider, kek_id, ciphertext, created, partition, offset, bound FROM wrapping_keys"
             ).fetchall()
         return [_wk(row) for row in rows]
 
@@ -481,6 +486,7 @@ class KeyStore:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _wk(row: tuple[bytes, str, str, bytes, int, int, int]) -> StoredWrappingKey:
-    wk_id, provider, kek_id, ciphertext, created, partition, offset = row
-    return StoredWrappingKey(wk_id, Edek(provider, kek_id, ciphertext), created, partition, offset)
+def _wk(row: tuple[bytes, str, str, bytes, int, int, int, int]) -> StoredWrappingKey:
+    wk_id, provider, kek_id, ciphertext, created, partition, offset, bound = row
+    context = wk_edek_context(wk_id) if bound else b""
+    return StoredWrappingKey(wk_id, Edek(provider, kek_id, ciphertext, context), created, partition, offset)

@@ -18,17 +18,20 @@ Lookups answer three ways, and never confuse them:
 
 Any KMS failure (KEK disabled, deleted, KMS down) propagates: a lost KEK is never reported as erasure
 by itself. Only when an operator has *declared* a wrapping key lost (a lost marker in the keys topic,
-``strongroom recover mark-lost``) do its subject keys answer :class:`SubjectKeyLost` — a subclass of
-``SubjectErased``, so readers skip those records deliberately, without a KMS call — until the marker
-is tombstoned (``recover unmark-lost``, after the KEK was restored).
+``strongroom recover mark-lost``) *and* the KMS confirms that the KEK no longer unwraps it
+(:mod:`strongroom.keys.lost_check`; a marker the KMS does not confirm is logged, counted and not
+applied) do its subject keys answer :class:`SubjectKeyLost` — a subclass of ``SubjectErased``, so
+readers skip those records deliberately, without a KMS call per key — until the marker is tombstoned
+(``recover unmark-lost``, after the KEK was restored).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,6 +44,7 @@ from strongroom.envelope.errors import SubjectErased, subject_fingerprint
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
 from strongroom.errors import StrongroomError
 from strongroom.kafka.config import ClientConfig
+from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.errors import (
     KeyNotYetAvailable,
     KeysConfigError,
@@ -51,6 +55,7 @@ from strongroom.keys.errors import (
 )
 from strongroom.keys.follower import KeysFollower
 from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
+from strongroom.keys.lost_check import RECHECK_SECONDS, LostMarkerCheck, RefusedLostMarker
 from strongroom.keys.murmur2 import subject_partition
 from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
 from strongroom.keys.topic import KeysTopic
@@ -259,11 +264,15 @@ class KeyTable:
         self._lock = threading.Lock()
         #: Wrapping keys declared lost (few: one per WK, not per subject), checked before any unwrap.
         self._lost: dict[bytes, StoredLost] = {}
+        #: Lost markers in the store that the KMS did not confirm (:mod:`strongroom.keys.lost_check`): not applied.
+        self._refused_lost: dict[bytes, RefusedLostMarker] = {}
+        self._lost_checked_at = 0.0
         self._confirmed_erased: OrderedDict[bytes, str] = OrderedDict()
         self._store: KeyStore | None = None
         self._follower: KeysFollower | None = None
         self._closed = False
-        self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0}
+        self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0, "lost_markers_not_applied": 0}
+        self._erasure_listeners: list[Callable[[ErasureNotice], None]] = []
 
     # ------------------------------------------------------------------ life cycle
     def open(self) -> KeyTable:
@@ -272,7 +281,7 @@ class KeyTable:
             return self
         partitions = KeysTopic(self.client, self.topic).partitions  # KeysTopicMissing here, not in the thread
         self._store = KeyStore(self._store_path, topic=self.topic, temp_base=self._temp_dir)
-        self._lost = {lost.wk_id: lost for lost in self._store.lost_wrapping_keys()}
+        self._lost, self._refused_lost = self._lost_check().judge(self._store.lost_wrapping_keys())
         self._follower = KeysFollower(
             self.client,
             self.topic,
@@ -478,9 +487,17 @@ class KeyTable:
         return None if stored is None else self._lost.get(stored.wk_id)
 
     def lost_wrapping_keys(self) -> dict[bytes, StoredLost]:
-        """Every wrapping key declared lost (and not undone), with its marker."""
+        """Every wrapping key declared lost (and not undone) whose loss the KMS confirmed, with its marker."""
         with self._lock:
             return dict(self._lost)
+
+    def refused_lost_markers(self) -> dict[bytes, RefusedLostMarker]:
+        """Lost markers in the keys topic this table did not apply (the KMS did not confirm the loss)."""
+        with self._lock:
+            return dict(self._refused_lost)
+
+    def _lost_check(self) -> LostMarkerCheck:
+        return LostMarkerCheck(self._kms, self.store, self.topic)
 
     def _unwrap(self, stored: StoredKey) -> bytes | None:
         cipher = self._wrapping_key(stored.wk_id)
@@ -573,6 +590,7 @@ class KeyTable:
     def wrapping_keys(self) -> list[dict[str, Any]]:
         """Every wrapping key with its KEK and how many live subject keys it wraps."""
         counts = self.store.keys_per_wrapping_key()
+        refused = self.refused_lost_markers()
         return [
             {
                 "wk_id": wk.wk_id.hex(),
@@ -580,6 +598,7 @@ class KeyTable:
                 "created_ms": wk.created_ms,
                 "subject_keys": counts.get(wk.wk_id, 0),
                 "declared_lost_by_plan": _plan_of(self._lost.get(wk.wk_id)),
+                "lost_marker_refused": None if wk.wk_id not in refused else refused[wk.wk_id].reason,
             }
             for wk in self.store.wrapping_keys()
         ]
@@ -624,6 +643,7 @@ class KeyTable:
             "lru": lru,
             "wrapping_keys_unwrapped": len(self._wks),
             "wrapping_keys_declared_lost": len(self._lost),
+            "lost_markers_refused": [refused.to_dict() for refused in self.refused_lost_markers().values()],
             "kms_unwraps": self._wks.kms_unwraps,
             "store": {"path": str(self.store.path), "persistent": self.store.persistent, **self.store.counts()},
             "problems": list(follower.problems),
@@ -633,35 +653,71 @@ class KeyTable:
             **self.stats_counters,
         }
 
+    # ------------------------------------------------------------------ erasure listeners
+    def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
+        """Call ``listener`` (in the reader thread, right after the store applied it) with what each batch
+        erased: key caches outside the table (the encrypt driver's, the executors' through an
+        :class:`~strongroom.keys.erasure_feed.ErasureFeed`) drop those keys without waiting for a request."""
+        self._erasure_listeners.append(listener)
+
+    def _tell_listeners(self, notice: ErasureNotice) -> None:
+        """A listener that fails stops the reader thread: every lookup then fails closed (no erased key
+        is served by a cache that missed its notice)."""
+        if not notice:
+            return
+        for listener in list(self._erasure_listeners):
+            listener(notice)
+
     # ------------------------------------------------------------------ what the follower tells
     def _on_effects(self, effects: ApplyEffects) -> None:
-        """A batch was applied to the store: evict what it erased from memory, follow lost markers."""
+        """A batch was applied to the store: evict what it erased from memory, follow lost markers,
+        tell the erasure listeners."""
         if effects.erased_key_ids or effects.wrapping_keys_removed:
             with self._lock:
                 for key_id in effects.erased_key_ids:
                     self._lru.drop(key_id)
             for wk_id in effects.wrapping_keys_removed:
                 self._wks.forget(wk_id)
-        if effects.lost or effects.found:
-            self._apply_lost(effects.lost, effects.found)
+        newly_lost = self._apply_lost(effects.lost, effects.found) if effects.lost or effects.found else False
         self.stats_counters["markers"] += len(effects.erased_subjects)
+        self._tell_listeners(
+            ErasureNotice(
+                tuple(effects.erased_key_ids),
+                tuple(effects.erased_subjects),
+                everything=newly_lost or bool(effects.wrapping_keys_removed),
+            )
+        )
         if effects.erased_subjects:
             self._heartbeat()  # let `erasure status` see the marker applied without waiting an interval
 
     def _on_reset(self) -> None:
         with self._lock:
             self._lost = {}
+            self._refused_lost = {}
+            self._lru.clear()
+        self._tell_listeners(ErasureNotice(everything=True))
 
     def _on_tick(self) -> None:
         if self.heartbeats.due():
             self._heartbeat()
+        recheck = self._refused_lost and time.monotonic() - self._lost_checked_at > RECHECK_SECONDS
+        if recheck and self._apply_lost([], []):  # a KEK deleted after its marker was written: honoured now
+            self._tell_listeners(ErasureNotice(everything=True))
 
-    def _apply_lost(self, lost: list[StoredLost], found: list[bytes]) -> None:
-        """Follow lost markers (and their undo) in memory: evict every unwrapped key under a lost WK."""
-        current = {marker.wk_id: marker for marker in self.store.lost_wrapping_keys()}  # the store has the truth
-        newly_lost = [marker for marker in lost if marker.wk_id in current]
+    def _apply_lost(self, lost: list[StoredLost], found: list[bytes]) -> bool:
+        """Follow lost markers (and their undo) in memory: evict every unwrapped key under a lost WK.
+        True when a marker made keys unreadable (listeners then drop every key they hold)."""
+        in_store = {marker.wk_id: marker for marker in self.store.lost_wrapping_keys()}  # the store has the truth
+        # Markers already honoured stay honoured; every other one is put to the KMS (lost_check).
+        kept = {wk_id: m for wk_id, m in in_store.items() if self._lost.get(wk_id) == m}
+        fresh = (m for wk_id, m in in_store.items() if wk_id not in kept)
+        confirmed, refused = self._lost_check().judge(fresh, self._refused_lost)
+        self._lost_checked_at = time.monotonic()
+        current = {**kept, **confirmed}
+        newly_lost = [marker for marker in confirmed.values() if marker.wk_id not in self._lost]
         with self._lock:
             self._lost = current
+            self._refused_lost = refused
             if newly_lost:
                 # Rare (an operator's decision): dropping every cached key is simpler than finding those of the WK.
                 self._lru.clear()
@@ -675,6 +731,8 @@ class KeyTable:
             if wk_id not in current:
                 log.warning("wrapping key %s is no longer declared lost: its subject keys are read again", wk_id.hex())
         self.stats_counters["lost_markers"] += len(lost)
+        self.stats_counters["lost_markers_not_applied"] += len([m for m in lost if m.wk_id in refused])
+        return bool(newly_lost)
 
     def _heartbeat(self, *, closed: bool = False, flush: bool = False) -> None:
         follower = self.follower

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from strongroom.errors import StrongroomError
 from strongroom.kafka.config import ClientConfig
@@ -49,6 +49,28 @@ from strongroom.runtime import now_ms
 log = logging.getLogger(__name__)
 
 Status = Literal["verified", "pending", "not-erased"]
+
+#: What ``verified`` checks (every status lists it, so nobody has to guess; docs/shredding.md keeps the same list).
+VERIFIES: Final = (
+    "the keys topic's leader holds no non-tombstone key record of the subject below its erasure marker, read "
+    "from the log start of the subject's partition to its end",
+    "every registered key reader that may hold the subject's keys applied the marker (heartbeat past its "
+    "offset) or holds nothing (closed with a temporary store); a reader applies it within a poll interval "
+    "and drops the keys from its memory, and tells its listeners at once: the encrypt driver's key cache and "
+    "(through the key service's erasure generation) the executors' key and cipher caches, before their next batch",
+)
+#: What it cannot check.
+CANNOT_VERIFY: Final = (
+    "copies of the keys topic taken before compaction: MirrorMaker targets, backups, broker disk snapshots, "
+    "consumer-side dumps",
+    "follower replicas (they compact on their own schedule; the check reads the leader)",
+    "filesystem and SSD remnants of deleted segment files and key stores",
+    "key records written outside the subject's partition by other tools: every key table ignores them and counts "
+    "them (key table stats 'misplaced'), but they stay in the topic and this check does not read other partitions",
+    "processes that hold keys without registering as key readers (register=False tools, custom code), and an "
+    "executor that runs no further batch keeps its keys until its worker exits (it forgets them at its next batch)",
+    "records already decrypted downstream of strongroom",
+)
 
 
 @dataclass
@@ -90,7 +112,7 @@ class ErasureStatus:
     evidence: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "verifies": list(VERIFIES), "cannot_verify": list(CANNOT_VERIFY)}
 
 
 def evaluate(

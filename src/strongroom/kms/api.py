@@ -14,7 +14,7 @@ import enum
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -39,11 +39,19 @@ class Edek:
 
     ``ciphertext`` is opaque outside the provider (Vault: the ``vault:vN:…`` string as UTF-8; AWS:
     the CiphertextBlob; local: strongroom's own layout).
+
+    ``context`` is what the EDEK is *bound to* (authenticated, not secret): the KMS wrapped it with
+    this context (Vault/OpenBao transit ``associated_data``, AWS ``EncryptionContext``, local AAD) and
+    unwraps it only with the same one. It is never serialized with the EDEK: whoever stores the EDEK
+    derives it again from where the EDEK lives (a wrapping key's id, :mod:`strongroom.keys.wrapping`),
+    so an EDEK copied to another place does not unwrap there. Empty: not bound (every EDEK made before
+    binding existed, and the envelope's per-record DEKs).
     """
 
     provider: str
     kek_id: str
     ciphertext: bytes
+    context: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
         if not self.provider or ":" in self.provider or len(self.provider.encode("utf-8")) > 0xFF:
@@ -153,12 +161,13 @@ class Kms(ABC):
         """A new random AES-256 DEK and the same DEK wrapped by ``kek_id``."""
 
     @abstractmethod
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        """Wrap caller-provided key material (intermediate keys of a hierarchy, rewrapping)."""
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        """Wrap caller-provided key material (intermediate keys of a hierarchy, rewrapping), bound to
+        ``context`` when it is not empty (see :class:`Edek`)."""
 
     @abstractmethod
     def unwrap(self, edek: Edek) -> bytes:
-        """The plaintext of an EDEK."""
+        """The plaintext of an EDEK (with ``edek.context``: a wrong context fails like a wrong key)."""
 
     def unwrap_many(self, edeks: Sequence[Edek]) -> list[bytes | KmsError]:
         """Unwrap several EDEKs; per-EDEK failures come back in place, call-wide ones are raised.

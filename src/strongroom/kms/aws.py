@@ -18,6 +18,7 @@ KmsUnavailable.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -174,13 +175,16 @@ class AwsKms(Kms):
         response = self._call(kek_id, self._client.generate_data_key, KeyId=kek_id, KeySpec="AES_256")
         return DekPair(response["Plaintext"], Edek(self.name, kek_id, response["CiphertextBlob"]))
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        response = self._call(kek_id, self._client.encrypt, KeyId=kek_id, Plaintext=plaintext)
-        return Edek(self.name, kek_id, response["CiphertextBlob"])
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        """``Encrypt``; a ``context`` goes in as the EncryptionContext (:func:`_encryption_context`)."""
+        response = self._call(kek_id, self._client.encrypt, KeyId=kek_id, Plaintext=plaintext,
+                              **_encryption_context(context))  # fmt: skip
+        return Edek(self.name, kek_id, response["CiphertextBlob"], context)
 
     def unwrap(self, edek: Edek) -> bytes:
         self.check_provider(edek)
-        response = self._call(edek.kek_id, self._client.decrypt, KeyId=edek.kek_id, CiphertextBlob=edek.ciphertext)
+        response = self._call(edek.kek_id, self._client.decrypt, KeyId=edek.kek_id, CiphertextBlob=edek.ciphertext,
+                              **_encryption_context(edek.context))  # fmt: skip
         plaintext: bytes = response["Plaintext"]
         return plaintext
 
@@ -251,3 +255,8 @@ class AwsKms(Kms):
 
 def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
+
+
+def _encryption_context(context: bytes) -> dict[str, dict[str, str]]:
+    """AWS's ``EncryptionContext`` for a bound EDEK: ``{"strongroom-binding": base64(context)}``."""
+    return {"EncryptionContext": {"strongroom-binding": base64.b64encode(context).decode("ascii")}} if context else {}

@@ -96,6 +96,15 @@ class TtlLru(Generic[K, V]):
         return len(self._entries)
 
 
+#: What the cache is keyed by: the serialized EDEK *and* its binding, so that a bound EDEK copied under
+#: another binding is a miss that the KMS refuses, never a hit.
+_EdekKey = tuple[bytes, bytes]
+
+
+def _key(edek: Edek) -> _EdekKey:
+    return (edek.to_bytes(), edek.context)
+
+
 class CachingKms(KmsWrapper):
     """Caches unwrapped DEKs by serialized EDEK, alias → KEK id resolutions, and (briefly) lost-key answers."""
 
@@ -110,13 +119,13 @@ class CachingKms(KmsWrapper):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(inner)
-        self._deks: TtlLru[bytes, bytes] = TtlLru(max_entries, ttl_seconds, clock)
+        self._deks: TtlLru[_EdekKey, bytes] = TtlLru(max_entries, ttl_seconds, clock)
         self._aliases: TtlLru[str, str] = TtlLru(1024, alias_ttl_seconds, clock)
         if negative_ttl_seconds < 0:
             raise ValueError("negative_ttl_seconds must be >= 0 (0 turns negative caching off)")
         #: The bound on how long a restored KEK stays "lost" for this process.
         self.negative_ttl_seconds = negative_ttl_seconds
-        self._lost: TtlLru[bytes, KmsError] | None = (
+        self._lost: TtlLru[_EdekKey, KmsError] | None = (
             TtlLru(max_entries, negative_ttl_seconds, clock) if negative_ttl_seconds > 0 else None
         )
 
@@ -129,16 +138,16 @@ class CachingKms(KmsWrapper):
 
     def generate_dek(self, kek_id: str) -> DekPair:
         pair = self.inner.generate_dek(kek_id)
-        self._deks.put(pair.edek.to_bytes(), pair.dek)  # the producer's own records read back free
+        self._deks.put(_key(pair.edek), pair.dek)  # the producer's own records read back free
         return pair
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        edek = self.inner.wrap(kek_id, plaintext)
-        self._deks.put(edek.to_bytes(), plaintext)
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        edek = self.inner.wrap(kek_id, plaintext, context)
+        self._deks.put(_key(edek), plaintext)
         return edek
 
     def unwrap(self, edek: Edek) -> bytes:
-        key = edek.to_bytes()
+        key = _key(edek)
         dek = self._deks.get(key)
         if dek is None:
             remembered = self._lost.get(key) if self._lost is not None else None
@@ -154,7 +163,7 @@ class CachingKms(KmsWrapper):
         return dek
 
     def unwrap_many(self, edeks: Sequence[Edek]) -> list[bytes | KmsError]:
-        keys = [edek.to_bytes() for edek in edeks]
+        keys = [_key(edek) for edek in edeks]
         results: list[bytes | KmsError | None] = [self._deks.get(key) for key in keys]
         if self._lost is not None:
             for i, key in enumerate(keys):
@@ -174,16 +183,16 @@ class CachingKms(KmsWrapper):
 
     def invalidate(self, edek: Edek) -> None:
         """Forget one cached DEK."""
-        key = edek.to_bytes()
+        key = _key(edek)
         self._deks.remove_if(lambda cached: cached == key)
         if self._lost is not None:
             self._lost.remove_if(lambda cached: cached == key)
 
     def invalidate_kek(self, kek_id: str) -> int:
         """Forget every cached DEK and lost-key answer under ``kek_id``, and every alias (e.g. after a restore)."""
-        removed = self._deks.remove_if(lambda cached: Edek.from_bytes(cached).kek_id == kek_id)
+        removed = self._deks.remove_if(lambda cached: Edek.from_bytes(cached[0]).kek_id == kek_id)
         if self._lost is not None:
-            removed += self._lost.remove_if(lambda cached: Edek.from_bytes(cached).kek_id == kek_id)
+            removed += self._lost.remove_if(lambda cached: Edek.from_bytes(cached[0]).kek_id == kek_id)
         self._aliases.clear()
         return removed
 

@@ -60,26 +60,31 @@ class LocalKmsConfig(ProviderConfig):
     create: bool = False
 
 
-def _aad(kek_id: str, version: int) -> bytes:
+def _aad(kek_id: str, version: int, context: bytes = b"") -> bytes:
+    """The EDEK's AAD; a bound EDEK (``context``) appends ``u32be len ‖ context`` (unbound ones unchanged)."""
     kek = kek_id.encode("utf-8")
-    return _AAD_LABEL + struct.pack(">H", len(kek)) + kek + struct.pack(">I", version)
+    base = _AAD_LABEL + struct.pack(">H", len(kek)) + kek + struct.pack(">I", version)
+    return base + struct.pack(">I", len(context)) + context if context else base
 
 
-def wrap_with_kek(kek: bytes, kek_id: str, version: int, plaintext: bytes, nonce: bytes | None = None) -> bytes:
+def wrap_with_kek(
+    kek: bytes, kek_id: str, version: int, plaintext: bytes, nonce: bytes | None = None, context: bytes = b""
+) -> bytes:
     """The local EDEK bytes of ``plaintext`` under one KEK version (``nonce`` only for test vectors)."""
     nonce = nonce if nonce is not None else os.urandom(_NONCE_SIZE)
-    sealed = AESGCM(kek).encrypt(nonce, plaintext, _aad(kek_id, version))
+    sealed = AESGCM(kek).encrypt(nonce, plaintext, _aad(kek_id, version, context))
     return _HEADER.pack(_EDEK_VERSION, version) + nonce + sealed
 
 
-def unwrap_with_kek(kek: bytes, kek_id: str, ciphertext: bytes) -> bytes:
-    """Inverse of :func:`wrap_with_kek` given the right KEK version key."""
+def unwrap_with_kek(kek: bytes, kek_id: str, ciphertext: bytes, context: bytes = b"") -> bytes:
+    """Inverse of :func:`wrap_with_kek` given the right KEK version key (and the same context)."""
     version = edek_kek_version(ciphertext)
     nonce = ciphertext[_HEADER.size : _HEADER.size + _NONCE_SIZE]
     try:
-        return AESGCM(kek).decrypt(nonce, ciphertext[_HEADER.size + _NONCE_SIZE :], _aad(kek_id, version))
+        return AESGCM(kek).decrypt(nonce, ciphertext[_HEADER.size + _NONCE_SIZE :], _aad(kek_id, version, context))
     except InvalidTag:
-        raise EdekInvalid(f"EDEK does not open under KEK local:{kek_id} version {version}") from None
+        bound = " with this binding" if context else ""
+        raise EdekInvalid(f"EDEK does not open under KEK local:{kek_id} version {version}{bound}") from None
 
 
 def edek_kek_version(ciphertext: bytes) -> int:
@@ -124,13 +129,13 @@ class LocalKms(Kms):
         dek = generate_dek()
         return DekPair(dek, self.wrap(kek_id, dek))
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
         if not 1 <= len(plaintext) <= _MAX_PLAINTEXT:
             raise EdekInvalid(f"can wrap 1-{_MAX_PLAINTEXT} bytes, got {len(plaintext)}")
         kek = self._usable_kek(kek_id)
         version = int(kek["primary"])
         key = base64.b64decode(kek["versions"][str(version)])
-        return Edek(self.name, kek_id, wrap_with_kek(key, kek_id, version, plaintext))
+        return Edek(self.name, kek_id, wrap_with_kek(key, kek_id, version, plaintext, context=context), context)
 
     def unwrap(self, edek: Edek) -> bytes:
         self.check_provider(edek)
@@ -139,7 +144,7 @@ class LocalKms(Kms):
         key_b64 = kek["versions"].get(str(version))
         if key_b64 is None:
             raise KekNotFound(f"KEK {edek.kek_ref} has no version {version} (it was deleted)")
-        return unwrap_with_kek(base64.b64decode(key_b64), edek.kek_id, edek.ciphertext)
+        return unwrap_with_kek(base64.b64decode(key_b64), edek.kek_id, edek.ciphertext, edek.context)
 
     def describe_kek(self, kek_id: str) -> KekState:
         kek = self.keyring.read()["keks"].get(kek_id)

@@ -151,7 +151,8 @@ class VaultKms(Kms):
         dek = self._b64(data["plaintext"], kek_id)
         return DekPair(dek, Edek(self.name, kek_id, data["ciphertext"].encode("ascii")))
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        """Transit ``encrypt``; a ``context`` goes in as ``associated_data`` (AES-GCM AAD, aes256-gcm96 keys)."""
         self._check_name(kek_id, KekNotFound)
         data = self._call(
             kek_id,
@@ -159,8 +160,9 @@ class VaultKms(Kms):
             name=kek_id,
             plaintext=base64.b64encode(plaintext).decode("ascii"),
             mount_point=self._mount,
+            **_associated(context),
         )
-        return Edek(self.name, kek_id, data["ciphertext"].encode("ascii"))
+        return Edek(self.name, kek_id, data["ciphertext"].encode("ascii"), context)
 
     def unwrap(self, edek: Edek) -> bytes:
         ciphertext = self._vault_ciphertext(edek)
@@ -170,6 +172,7 @@ class VaultKms(Kms):
             name=edek.kek_id,
             ciphertext=ciphertext,
             mount_point=self._mount,
+            **_associated(edek.context),
         )
         return self._b64(data["plaintext"], edek.kek_id)
 
@@ -179,7 +182,12 @@ class VaultKms(Kms):
         by_kek: dict[str, list[tuple[int, str]]] = {}
         for index, edek in enumerate(edeks):
             try:
-                by_kek.setdefault(edek.kek_id, []).append((index, self._vault_ciphertext(edek)))
+                if edek.context:  # bound EDEKs (wrapping keys: few) are unwrapped one by one
+                    results[index] = self.unwrap(edek)
+                else:
+                    by_kek.setdefault(edek.kek_id, []).append((index, self._vault_ciphertext(edek)))
+            except CALL_WIDE_ERRORS:
+                raise
             except KmsError as exc:
                 results[index] = exc
         for kek_id, items in by_kek.items():
@@ -338,3 +346,8 @@ class VaultKms(Kms):
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError, TypeError):
             raise EdekInvalid(f"Vault returned a plaintext for KEK {kek_id!r} that is not base64") from None
+
+
+def _associated(context: bytes) -> dict[str, str]:
+    """Transit's ``associated_data`` argument for a bound EDEK (nothing for an unbound one)."""
+    return {"associated_data": base64.b64encode(context).decode("ascii")} if context else {}

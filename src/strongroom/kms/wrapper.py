@@ -33,8 +33,8 @@ class KmsWrapper(Kms):
     def generate_dek(self, kek_id: str) -> DekPair:
         return self._around("generate_dek", lambda: self.inner.generate_dek(kek_id))
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
-        return self._around("wrap", lambda: self.inner.wrap(kek_id, plaintext))
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
+        return self._around("wrap", lambda: self.inner.wrap(kek_id, plaintext, context))
 
     def unwrap(self, edek: Edek) -> bytes:
         return self._around("unwrap", lambda: self.inner.unwrap(edek))

@@ -25,7 +25,7 @@ the plan's checksum as ``plan_id``), and read back. ``unmark-lost`` tombstones m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
 from strongroom.errors import KmsError
@@ -78,16 +78,73 @@ class Candidate:
     status: str = "would mark"
     note: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "wrapping_key": self.wk_id.hex(),
-            "kek": self.kek,
-            "kek_state": self.kek_state,
-            "subject_keys": self.subject_keys,
-            "records": self.records,
-            "status": self.status,
-            "note": self.note,
-        }
+
+@dataclass(frozen=True)
+class LostEntry:
+    """One wrapping key in a mark-lost / unmark-lost report. ``kek_state`` is set in mark-lost reports
+    only; ``plan_id``/``declared_by`` in unmark-lost reports of a key that is declared lost; ``partition``
+    and ``offset`` once its marker (or undo) was written."""
+
+    wrapping_key: str
+    kek: str | None
+    status: str
+    kek_state: str | None = None
+    subject_keys: int = 0
+    records: int = 0
+    note: str = ""
+    plan_id: str | None = None
+    declared_by: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+
+    @classmethod
+    def of(cls, candidate: Candidate) -> LostEntry:
+        return cls(candidate.wk_id.hex(), candidate.kek, candidate.status, candidate.kek_state,
+                   candidate.subject_keys, candidate.records, candidate.note)  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"wrapping_key": self.wrapping_key, "kek": self.kek}
+        if self.kek_state is not None:
+            out.update(kek_state=self.kek_state, subject_keys=self.subject_keys, records=self.records,
+                       status=self.status, note=self.note)  # fmt: skip
+        else:
+            out["status"] = self.status
+            if self.plan_id is not None:
+                out.update(plan_id=self.plan_id, declared_by=self.declared_by)
+        if self.partition is not None:
+            out.update(partition=self.partition, offset=self.offset)
+        return out
+
+
+@dataclass(frozen=True)
+class LostReport:
+    """What ``recover mark-lost`` / ``unmark-lost`` did or would do (a dry run), and what it read back.
+
+    ``topic``, ``plan_id`` and ``kms_checked`` belong to mark-lost reports (None in unmark-lost ones).
+    """
+
+    action: str
+    keys_topic: str
+    wrapping_keys: tuple[LostEntry, ...]
+    executed: bool = False
+    topic: str | None = None
+    plan_id: str | None = None
+    kms_checked: bool | None = None
+    note: str | None = None
+    operation_id: str | None = None
+    verified: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        entries = [entry.to_json() for entry in self.wrapping_keys]
+        out: dict[str, Any] = {"action": self.action}
+        if self.action == "mark-lost":
+            out.update(topic=self.topic, keys_topic=self.keys_topic, plan_id=self.plan_id, executed=self.executed,
+                       kms_checked=self.kms_checked, wrapping_keys=entries)  # fmt: skip
+        else:
+            out.update(keys_topic=self.keys_topic, executed=self.executed, wrapping_keys=entries)
+        optional = {"note": self.note, "operation_id": self.operation_id, "verified": self.verified}
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
 
 
 def candidates_of(plan: RecoveryPlan) -> list[Candidate]:
@@ -140,15 +197,56 @@ def mark_lost(
     recorder: LostRecorder | None,
     kms: Kms | None = None,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> LostReport:
     """Check the plan against the cluster, the keys topic and (optionally) the KMS; report or mark, record, verify."""
     say = progress or (lambda message: None)
+    candidates = _judged_candidates(view, client, plan, kms, say)
+    keys_topic = str(plan.keys_topic)
+    todo = {c.wk_id: c.kek or "" for c in candidates if c.status == "would mark"}
+    report = LostReport("mark-lost", keys_topic, tuple(LostEntry.of(c) for c in candidates), topic=plan.topic,
+                        plan_id=plan.checksum, kms_checked=kms is not None)  # fmt: skip
+    already = [c for c in candidates if c.status.startswith("already")]
+    if not todo:
+        if already and len(already) == len(candidates):
+            return replace(report, note="every lost wrapping key of the plan is already declared lost: nothing to do")
+        raise ApplyRefused(
+            "none of the plan's lost wrapping keys is lost any more: "
+            + "; ".join(f"{c.wk_id.hex()}: {c.status}" for c in candidates),
+            hint="run `strongroom recover scan` again: the plan is out of date",
+        )
+    if not options.execute:
+        note = f"dry run: nothing was changed; add --execute to declare {len(todo)} wrapping key(s) lost" + (
+            "" if kms is not None else " (the KEKs were not re-checked: pass the KMS options to do so)"
+        )
+        return replace(report, note=note)
+    reason = options.reason or _default_reason(plan)
+    say(f"writing {len(todo)} lost marker(s) to {keys_topic}")
+    receipt = declare_lost(
+        client, todo, plan_id=plan.checksum, reason=reason, declared_by=options.declared_by, topic=keys_topic
+    )
+    report = replace(report, executed=True, wrapping_keys=_written(report.wrapping_keys, receipt, "marked"))
+    if recorder is not None:
+        details = {
+            "tool": "strongroom recover mark-lost",
+            "cluster_id": plan.cluster_id,
+            "data_topic": plan.topic,
+            "wrapping_keys": [e.to_json() for e in report.wrapping_keys if e.status == "marked"],
+            "plan_created_at": plan.created_at,
+        }
+        operation_id = _recorded(lambda: recorder.record_lost(MARK_KIND, keys_topic, receipt, details))
+        report = replace(report, operation_id=operation_id)
+    return replace(report, verified={w.wrapping_key: w.offset for w in receipt.written if w.verified})
+
+
+def _judged_candidates(
+    view: ClusterView, client: ClientConfig, plan: RecoveryPlan, kms: Kms | None, say: Callable[[str], None]
+) -> list[Candidate]:
+    """The plan's candidates, each judged against the cluster, the keys topic now and (optionally) the KMS."""
     candidates = candidates_of(plan)  # refuses what does not fit before contacting anything
     check_cluster(view, plan)
     keys_topic = str(plan.keys_topic)
-    topic = KeysTopic(client, keys_topic)
     say(f"reading the wrapping keys of {len(candidates)} candidate(s) from {keys_topic}")
-    states = read_wrapping_key_states(topic, [c.wk_id for c in candidates])
+    states = read_wrapping_key_states(KeysTopic(client, keys_topic), [c.wk_id for c in candidates])
     for candidate in candidates:
         _judge_against_topic(candidate, states[candidate.wk_id])
     if kms is not None:
@@ -160,49 +258,7 @@ def mark_lost(
                 "without marking anything"
             )
             candidate.note = f"{candidate.note}; {restorable}" if candidate.note else restorable
-    todo = {c.wk_id: c.kek or "" for c in candidates if c.status == "would mark"}
-    report: dict[str, Any] = {
-        "action": "mark-lost",
-        "topic": plan.topic,
-        "keys_topic": keys_topic,
-        "plan_id": plan.checksum,
-        "executed": False,
-        "kms_checked": kms is not None,
-        "wrapping_keys": [c.to_dict() for c in candidates],
-    }
-    already = [c for c in candidates if c.status.startswith("already")]
-    if not todo:
-        if already and len(already) == len(candidates):
-            report["note"] = "every lost wrapping key of the plan is already declared lost: nothing to do"
-            return report
-        raise ApplyRefused(
-            "none of the plan's lost wrapping keys is lost any more: "
-            + "; ".join(f"{c.wk_id.hex()}: {c.status}" for c in candidates),
-            hint="run `strongroom recover scan` again: the plan is out of date",
-        )
-    if not options.execute:
-        report["note"] = f"dry run: nothing was changed; add --execute to declare {len(todo)} wrapping key(s) lost" + (
-            "" if kms is not None else " (the KEKs were not re-checked: pass the KMS options to do so)"
-        )
-        return report
-    reason = options.reason or _default_reason(plan)
-    say(f"writing {len(todo)} lost marker(s) to {keys_topic}")
-    receipt = declare_lost(
-        client, todo, plan_id=plan.checksum, reason=reason, declared_by=options.declared_by, topic=keys_topic
-    )
-    report["executed"] = True
-    _note_written(report["wrapping_keys"], receipt, "marked")
-    if recorder is not None:
-        details = {
-            "tool": "strongroom recover mark-lost",
-            "cluster_id": plan.cluster_id,
-            "data_topic": plan.topic,
-            "wrapping_keys": [e for e in report["wrapping_keys"] if e["status"] == "marked"],
-            "plan_created_at": plan.created_at,
-        }
-        report["operation_id"] = _recorded(lambda: recorder.record_lost(MARK_KIND, keys_topic, receipt, details))
-    report["verified"] = {w.wrapping_key: w.offset for w in receipt.written if w.verified}
-    return report
+    return candidates
 
 
 def _judge_against_topic(candidate: Candidate, state: WrappingKeyState) -> None:
@@ -255,25 +311,23 @@ def unmark_lost(
     options: MarkLostOptions,
     recorder: LostRecorder | None,
     progress: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
+) -> LostReport:
     """Undo lost markers (the KEK is back): report (dry run) or tombstone, record and verify."""
     say = progress or (lambda message: None)
     topic = KeysTopic(client, keys_topic)
     say(f"reading the lost markers of {len(wk_ids)} wrapping key(s) from {keys_topic}")
     states = read_wrapping_key_states(topic, wk_ids)
-    entries = []
+    entries: list[LostEntry] = []
     todo: list[bytes] = []
     for wk_id in dict.fromkeys(wk_ids):
         state = states[wk_id]
-        entry: dict[str, Any] = {"wrapping_key": wk_id.hex(), "kek": state.kek_ref}
         if state.marker is None:
-            entry["status"] = "not declared lost (nothing to undo)"
+            entries.append(LostEntry(wk_id.hex(), state.kek_ref, "not declared lost (nothing to undo)"))
         else:
-            entry.update(status="would unmark", plan_id=state.marker.plan_id, declared_by=state.marker.declared_by)
+            entries.append(LostEntry(wk_id.hex(), state.kek_ref, "would unmark", plan_id=state.marker.plan_id,
+                                     declared_by=state.marker.declared_by))  # fmt: skip
             todo.append(wk_id)
-        entries.append(entry)
-    report: dict[str, Any] = {"action": "unmark-lost", "keys_topic": keys_topic, "executed": False,
-                              "wrapping_keys": entries}  # fmt: skip
+    report = LostReport("unmark-lost", keys_topic, tuple(entries))
     if not todo:
         raise ApplyRefused(
             f"none of the wrapping keys {', '.join(w.hex() for w in wk_ids)} is declared lost in {keys_topic!r}; "
@@ -281,24 +335,23 @@ def unmark_lost(
             hint="check the ids (`strongroom recover scan` lists declared-lost wrapping keys) and --keys-topic",
         )
     if not options.execute:
-        report["note"] = (
+        note = (
             f"dry run: nothing was changed; add --execute to undo {len(todo)} lost marker(s). Readers then need the "
             "KEK again: restore it first, or they fail on these records as before the marking"
         )
-        return report
+        return replace(report, note=note)
     reason = options.reason or "the KEK was restored: its wrapping keys are readable again"
     say(f"tombstoning {len(todo)} lost marker(s) in {keys_topic}")
     receipt = undeclare_lost(client, todo, reason=reason, declared_by=options.declared_by, topic=keys_topic)
-    report["executed"] = True
-    _note_written(entries, receipt, "unmarked")
+    report = replace(report, executed=True, wrapping_keys=_written(report.wrapping_keys, receipt, "unmarked"))
     if recorder is not None:
         details = {
             "tool": "strongroom recover unmark-lost",
-            "wrapping_keys": [e for e in entries if e["status"] == "unmarked"],
+            "wrapping_keys": [e.to_json() for e in report.wrapping_keys if e.status == "unmarked"],
         }
-        report["operation_id"] = _recorded(lambda: recorder.record_lost(UNMARK_KIND, keys_topic, receipt, details))
-    report["verified"] = {w.wrapping_key: w.offset for w in receipt.written if w.verified}
-    return report
+        operation_id = _recorded(lambda: recorder.record_lost(UNMARK_KIND, keys_topic, receipt, details))
+        report = replace(report, operation_id=operation_id)
+    return replace(report, verified={w.wrapping_key: w.offset for w in receipt.written if w.verified})
 
 
 def _default_reason(plan: RecoveryPlan) -> str:
@@ -337,10 +390,12 @@ class OperationsLogLostRecorder:
         return str(self.oplog.record(operation).id)
 
 
-def _note_written(entries: list[dict[str, Any]], receipt: LostReceipt, status: str) -> None:
-    """Each report entry whose wrapping key the receipt wrote gets ``status`` and where it was written."""
+def _written(entries: tuple[LostEntry, ...], receipt: LostReceipt, status: str) -> tuple[LostEntry, ...]:
+    """Each entry whose wrapping key the receipt wrote gets ``status`` and where it was written."""
     by_hex = {w.wrapping_key: w for w in receipt.written}
-    for entry in entries:
-        written = by_hex.get(entry["wrapping_key"])
-        if written is not None:
-            entry.update(status=status, partition=written.partition, offset=written.offset)
+    return tuple(
+        entry
+        if (written := by_hex.get(entry.wrapping_key)) is None
+        else replace(entry, status=status, partition=written.partition, offset=written.offset)
+        for entry in entries
+    )

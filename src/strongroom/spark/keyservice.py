@@ -14,10 +14,17 @@ The protocol (docs/pipelines.md, "The key service"; a Java client will speak it 
   sends an **authentication frame** whose body is the token, 64 ASCII hex characters (at most
   :data:`MAX_AUTH_FRAME` bytes). The server answers ``{"ok": true}``, or an error and closes. Nothing
   larger is read from a connection before its token matched (constant-time compare).
-* Then **request frames**, JSON ``{"op": str, "args": {...}}`` of at most :data:`MAX_REQUEST_FRAME`
-  bytes, each answered by ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"problem",
+* Then **request frames**, JSON ``{"op": str, "args": {...}, "erasure_generation": int | null}`` of at
+  most :data:`MAX_REQUEST_FRAME` bytes, each answered by ``{"ok": true, "result": ..., "erasures":
+  {"generation": int, "key_ids": [base64...], "reset": bool}}`` or ``{"ok": false, "error": {"problem",
   "hint"}}``. Bytes travel as base64. An authenticated connection is closed after
   :attr:`KeyService.idle_timeout_s` without a request.
+* ``erasures`` (when the service follows a key table's :class:`~strongroom.keys.erasure_feed.ErasureFeed`)
+  lists the key ids the driver's key table erased after the ``erasure_generation`` the request names
+  (taken *before* the request is answered, so a key erased while it is answered comes with the next
+  answer), or ``reset`` when they cannot be listed. The client applies it to the executor's keys
+  (:mod:`strongroom.spark.executor_keys`) before it returns the result: erased keys are gone from the
+  executor before it seals or opens the batch.
 * At most :attr:`KeyService.max_connections` connections at once; more are closed on arrival.
 """
 
@@ -41,6 +48,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from strongroom.errors import PipelineError, StrongroomError
+from strongroom.keys.erasure_feed import ErasureFeed
+from strongroom.spark.executor_keys import EXECUTOR_KEYS, service_id
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +160,10 @@ class KeyService:
         auth_timeout_s: float = 10.0,
         idle_timeout_s: float = 900.0,
         max_connections: int = 128,
+        erasures: ErasureFeed | None = None,
     ) -> None:
         self.handler = handler
+        self.erasures = erasures
         self.host = host
         self.token = secrets.token_hex(32)
         self.auth_timeout_s = auth_timeout_s
@@ -242,7 +253,9 @@ class KeyService:
                 return
             op, args = str(request.get("op")), request.get("args") or {}
             try:
-                _send(conn, {"ok": True, "result": self.handler(op, args if isinstance(args, dict) else {})})
+                erasures = self._erasures_since(request.get("erasure_generation"))  # before the answer: see above
+                result = self.handler(op, args if isinstance(args, dict) else {})
+                _send(conn, {"ok": True, "result": result, "erasures": erasures})
             except StrongroomError as exc:
                 _send(conn, _error(exc.problem, exc.hint))
             except OSError:
@@ -250,6 +263,13 @@ class KeyService:
             except Exception as exc:
                 log.exception("key service request %r failed", op)
                 _send(conn, _error(f"{type(exc).__name__}: {exc}"))
+
+    def _erasures_since(self, generation: object) -> dict[str, Any] | None:
+        if self.erasures is None:
+            return None
+        known = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        delta = self.erasures.since(known)
+        return {"generation": delta.generation, "key_ids": [b64(k) for k in delta.key_ids], "reset": delta.reset}
 
 
 def _server_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
@@ -275,8 +295,14 @@ class KeyServiceClient:
         self.spec = spec
         self.timeout = timeout
 
+    @property
+    def service_id(self) -> str:
+        return service_id(self.spec["host"], int(self.spec["port"]), str(self.spec["token"]))
+
     def call(self, op: str, **args: Any) -> Any:
-        request = {"op": op, "args": args}
+        """One request; the answer's erasures are applied to this process's keys before it returns."""
+        service = self.service_id
+        request = {"op": op, "args": args, "erasure_generation": EXECUTOR_KEYS.generation(service)}
         for attempt in (1, 2):  # a connection the driver closed (restarted query) is reopened once
             try:
                 with self._lock:  # one request at a time per connection
@@ -294,7 +320,15 @@ class KeyServiceClient:
         if not response.get("ok"):
             error = response.get("error") or {}
             raise PipelineError(str(error.get("problem")), hint=str(error.get("hint") or "see the driver log"))
+        erasures = response.get("erasures")
+        if isinstance(erasures, dict):
+            erased = [unb64(k) for k in erasures.get("key_ids") or []]
+            EXECUTOR_KEYS.follow(service, int(erasures["generation"]), erased, bool(erasures.get("reset")))
         return response["result"]
+
+    def remember(self, keys: list[tuple[bytes, bytes]]) -> None:
+        """Note the keys this service handed out, so a later erasure can drop them from this process."""
+        EXECUTOR_KEYS.remember(self.service_id, keys)
 
     def _key(self) -> tuple[str, int, str]:
         return (self.spec["host"], int(self.spec["port"]), self.spec["token"])

@@ -126,6 +126,7 @@ class EncryptRows:
         assert self._client is not None
         answer = self._client.call("encrypt_keys", subjects=wanted) if wanted else {}
         keys = {s: (unb64(kid), unb64(dek)) if emit else None for s, (kid, dek, emit) in answer.items()}
+        self._client.remember([key for key in keys.values() if key is not None])
         for i in range(n):
             rule, codec, _ = self._codecs(cols["src_topic"][i])
             out_topic = rule.output_for(cols["src_topic"][i])
@@ -222,6 +223,7 @@ class DecryptRows:
         states: dict[tuple[bytes, str], tuple[str, bytes | None, str | None]] = {}
         for (kid, subject), (state, dek, reason) in zip(requests, answers, strict=True):
             states[(unb64(kid), subject)] = (state, unb64(dek) if dek else None, reason)
+        self._client.remember([(kid, dek) for (kid, _), (_, dek, _) in states.items() if dek is not None])
 
         def lookup(key_ref: Any, subject: str) -> bytes | None:
             state, dek, reason = states.get((key_ref.key_id, subject), ("pending", None, None))

@@ -1,4 +1,9 @@
-"""Lost markers on a real Kafka: running and cold key tables honour them, key managers move on, undo restores."""
+"""Lost markers on a real Kafka: running and cold key tables honour them, key managers move on, undo restores.
+
+A key table honours a lost marker only when the KMS confirms that the wrapping key's KEK no longer
+unwraps it, so every scenario here makes the loss real: the two wrapping keys hang under two KEKs, and
+the lost one's KEK is disabled before it is declared lost (and enabled again before the undo).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ import pytest
 from strongroom.envelope import RecordContext, SubjectErased, decrypt_json_fields, decrypt_value, seal
 from strongroom.envelope.json_fields import encrypt_json_fields
 from strongroom.kafka.config import ClientConfig
-from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy
+from strongroom.keys import DEFAULT_KEK_ALIAS, KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy
 from strongroom.keys.errors import SubjectKeyLost
 from strongroom.keys.lost import declare_lost, read_wrapping_key_states, undeclare_lost
 from strongroom.keys.topic import KeysTopic
+from strongroom.kms.api import KekState
+from strongroom.kms.local import LocalKeyringAdmin, LocalKms
 from strongroom.kms.metered import MeteredKms
 
 PLAN = "sha256:" + "5e" * 32
@@ -23,15 +30,30 @@ def ctx(subject: str) -> RecordContext:
     return RecordContext("events", subject.encode())
 
 
-def make_keys(client: ClientConfig, kms: MeteredKms, keys_topic: str) -> dict[str, SubjectKey]:
-    """Ten subjects under two wrapping keys (five keys per WK)."""
-    with KeyManager(
-        client, kms, topic=keys_topic, wrapping=WrappingKeyPolicy(max_keys=5), table_options={"register": False}
-    ) as manager:
-        keys = manager.get_or_create([f"s{i}" for i in range(10)])
-    out = {s: k for s, k in keys.items() if isinstance(k, SubjectKey)}
+OTHER_KEK = "strongroom-others"
+
+
+def make_keys(client: ClientConfig, kms: MeteredKms, keys_topic: str, keyring: Path) -> dict[str, SubjectKey]:
+    """Ten subjects under two wrapping keys (five keys per WK), each WK under a KEK of its own: s0-s4 under
+    the default KEK, s5-s9 under :data:`OTHER_KEK`."""
+    LocalKeyringAdmin(LocalKms.from_config({"path": keyring}).keyring).create_kek(OTHER_KEK)
+    out: dict[str, SubjectKey] = {}
+    for alias, subjects in ((DEFAULT_KEK_ALIAS, range(5)), (OTHER_KEK, range(5, 10))):
+        with KeyManager(
+            client, kms, topic=keys_topic, kek_alias=alias, wrapping=WrappingKeyPolicy(max_keys=5),
+            table_options={"register": False},
+        ) as manager:  # fmt: skip
+            keys = manager.get_or_create([f"s{i}" for i in subjects])
+        out.update({s: k for s, k in keys.items() if isinstance(k, SubjectKey)})
     assert len({k.wk_id for k in out.values()}) == 2
     return out
+
+
+def set_kek_state(keyring: Path, kms: MeteredKms, state: KekState) -> None:
+    """Disable (lose) or enable (restore) the default KEK, which wraps s0-s4's wrapping key."""
+    LocalKeyringAdmin(LocalKms.from_config({"path": keyring}).keyring).set_state(
+        kms.resolve_alias(DEFAULT_KEK_ALIAS), state
+    )
 
 
 def wait_lost(table: KeyTable, key: SubjectKey, lost: bool, timeout: float = 10.0) -> float:
@@ -50,9 +72,9 @@ def wait_lost(table: KeyTable, key: SubjectKey, lost: bool, timeout: float = 10.
 
 
 def test_marker_reaches_running_and_cold_tables_and_undo_restores(
-    client: ClientConfig, keys_topic: str, kms: MeteredKms, tmp_path: Path
+    client: ClientConfig, keys_topic: str, kms: MeteredKms, tmp_path: Path, keyring: Path
 ) -> None:
-    keys = make_keys(client, kms, keys_topic)
+    keys = make_keys(client, kms, keys_topic, keyring)
     lost_wk = keys["s0"].wk_id
     victims = [s for s, k in keys.items() if k.wk_id == lost_wk]
     others = [s for s in keys if s not in victims]
@@ -67,6 +89,7 @@ def test_marker_reaches_running_and_cold_tables_and_undo_restores(
         running.wait_caught_up(30)
         assert running.lookup(keys[victims[0]].key_id) == keys[victims[0]].key  # cached in the running reader
 
+        set_kek_state(keyring, kms, KekState.DISABLED)  # the KEK is lost for every reader
         receipt = declare_lost(client, {lost_wk: kek_ref}, plan_id=PLAN, reason="KEK deleted", declared_by="ops",
                                topic=keys_topic)  # fmt: skip
         assert receipt.verified
@@ -112,7 +135,8 @@ def test_marker_reaches_running_and_cold_tables_and_undo_restores(
         with pytest.raises(SubjectKeyLost):  # from the store, before catching up
             resumed.lookup(keys[victims[1]].key_id)
 
-        # the undo: a tombstone of the marker; the running reader uses the keys again
+        # the undo: the KEK is restored, the marker tombstoned; the running reader uses the keys again
+        set_kek_state(keyring, kms, KekState.ENABLED)
         undone = undeclare_lost(client, [lost_wk], reason="KEK restored", topic=keys_topic)
         assert undone.verified
         assert wait_lost(resumed, keys[victims[1]], False) < 5
@@ -124,16 +148,17 @@ def test_marker_reaches_running_and_cold_tables_and_undo_restores(
 
 
 def test_key_managers_give_subjects_with_lost_keys_a_new_key_and_converge(
-    client: ClientConfig, keys_topic: str, kms: MeteredKms
+    client: ClientConfig, keys_topic: str, kms: MeteredKms, keyring: Path
 ) -> None:
-    keys = make_keys(client, kms, keys_topic)
+    keys = make_keys(client, kms, keys_topic, keyring)
     lost_wk = keys["s0"].wk_id
     victims = sorted(s for s, k in keys.items() if k.wk_id == lost_wk)
+    set_kek_state(keyring, kms, KekState.DISABLED)
     declare_lost(client, {lost_wk: "local:whatever"}, plan_id=PLAN, reason="gone", topic=keys_topic)
     options = {"register": False}
-    with (
-        KeyManager(client, kms, topic=keys_topic, table_options=options) as first,
-        KeyManager(client, kms, topic=keys_topic, table_options=options) as second,
+    with (  # new keys go under the KEK that is still there
+        KeyManager(client, kms, topic=keys_topic, kek_alias=OTHER_KEK, table_options=options) as first,
+        KeyManager(client, kms, topic=keys_topic, kek_alias=OTHER_KEK, table_options=options) as second,
     ):
         first.table.wait_caught_up(30)
         second.table.wait_caught_up(30)
@@ -155,6 +180,7 @@ def test_key_managers_give_subjects_with_lost_keys_a_new_key_and_converge(
         unaffected = next(s for s in keys if s not in victims)
         assert first.get_or_create([unaffected])[unaffected] == keys[unaffected]  # type: ignore[comparison-overlap]
 
+    set_kek_state(keyring, kms, KekState.ENABLED)
     undeclare_lost(client, [lost_wk], reason="KEK restored", topic=keys_topic)
     with KeyTable(client, kms, topic=keys_topic, register=False) as table:
         table.wait_caught_up(30)

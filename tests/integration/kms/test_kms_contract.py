@@ -51,6 +51,23 @@ def test_wrap_round_trip(provider: ProviderUnderTest) -> None:
     assert provider.kms.unwrap(edek) == secret
 
 
+def test_a_bound_wrap_unwraps_only_with_its_context(provider: ProviderUnderTest) -> None:
+    """Binding (transit associated_data, AWS EncryptionContext, local AAD): the wrapping-key EDEKs' defence."""
+    import dataclasses
+
+    from strongroom.errors import KmsError
+
+    kek_id = _kek(provider)
+    secret = bytes(range(32))
+    edek = provider.kms.wrap(kek_id, secret, b"strongroom/wk/v1\x00" + b"A" * 16)
+    assert provider.kms.unwrap(edek) == secret
+    assert provider.kms.unwrap_many([edek]) == [secret]
+    for other in (b"strongroom/wk/v1\x00" + b"B" * 16, b""):
+        with pytest.raises(KmsError):
+            provider.kms.unwrap(dataclasses.replace(edek, context=other))
+    assert provider.kms.unwrap(provider.kms.wrap(kek_id, secret)) == secret  # unbound, as before
+
+
 def test_unwrap_many_reports_each_edek(provider: ProviderUnderTest) -> None:
     kek_id, other_kek = _kek(provider), _kek(provider)
     pairs = [provider.kms.generate_dek(kek_id) for _ in range(3)] + [provider.kms.generate_dek(other_kek)]

@@ -56,21 +56,36 @@ def test_the_follower_applies_a_batch_and_reports_what_it_erased(tmp_path: Path)
     seen: list[ApplyEffects] = []
     follower = KeysFollower(NOWHERE, "keys", store, 2, on_effects=seen.append, on_reset=lambda: None,
                             on_tick=lambda: None)  # fmt: skip
-    key = SubjectKeyRecord("alice", b"\x01" * 16, b"w" * 16, os.urandom(60), 1, "local:kek")
+    key = SubjectKeyRecord("bob", b"\x01" * 16, b"w" * 16, os.urandom(60), 1, "local:kek")
+    # bob is placed in partition 0 of 2, as the keys topic's partitioner places him
     messages: list[Any] = [
         Message(0, 0, *records.encode(key)),
         Message(0, 1, b"\x00garbage", b"not a record"),
-        Message(0, 2, *records.encode(ErasureMarker("alice", "req", "dpo", "GDPR", 5))),
+        Message(0, 2, *records.encode(ErasureMarker("bob", "req", "dpo", "GDPR", 5))),
     ]
     follower._apply(messages)
     assert follower.applied_offsets() == {0: 3, 1: 0}
-    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0}
+    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0, "misplaced": 0}
     assert len(follower.problems) == 1
     [effects] = seen
     assert effects.erased_subjects
     assert store.key(b"\x01" * 16) is None  # erased from the store: the marker came after the key
     follower._apply(messages)  # offsets already applied are never applied twice
     assert len(seen) == 1
+    store.close()
+
+
+def test_the_follower_ignores_and_counts_a_key_record_outside_its_subjects_partition(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "store.sqlite", topic="keys")
+    follower = KeysFollower(NOWHERE, "keys", store, 2, on_effects=lambda effects: None, on_reset=lambda: None,
+                            on_tick=lambda: None)  # fmt: skip
+    right = SubjectKeyRecord("alice", b"\x01" * 16, b"w" * 16, os.urandom(60), 1, "local:kek")  # partition 1
+    wrong = SubjectKeyRecord("alice", b"\x02" * 16, b"w" * 16, os.urandom(60), 1, "local:kek")
+    follower._apply([Message(1, 0, *records.encode(right)), Message(0, 0, *records.encode(wrong))])
+    assert store.key(b"\x01" * 16) is not None
+    assert store.key(b"\x02" * 16) is None
+    assert follower.counters["misplaced"] == 1
+    assert "not in its subject's partition 1" in follower.problems[-1]
     store.close()
 
 

@@ -99,3 +99,12 @@ def test_deadline_formula_from_the_topic_configs() -> None:
     assert roll_deadline_ms({"segment.ms": "3600000", "max.compaction.lag.ms": "21600000"}) == 3_600_000
     assert erasure_deadline_ms({"segment.ms": "3600000", "max.compaction.lag.ms": "21600000"}) == 21_600_000 + 15_000
     assert erasure_deadline_ms({"segment.ms": "9000", "max.compaction.lag.ms": "2000"}, cleaner_backoff_ms=1000) == 3000
+
+
+def test_every_status_says_what_it_verifies_and_what_it_cannot() -> None:
+    for status in (evaluate("alice", scan(erased()), {}, CONFIG, NOW), evaluate("bob", scan(), {}, CONFIG, NOW)):
+        data = status.to_dict()
+        assert any("no non-tombstone key record" in item for item in data["verifies"])
+        assert any("executors" in item for item in data["verifies"])
+        assert any("outside the subject's partition" in item and "misplaced" in item for item in data["cannot_verify"])
+        assert any("follower replicas" in item for item in data["cannot_verify"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -288,3 +289,29 @@ def test_help_documents_the_commands(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0
     assert "--execute" in out
     assert "unmark-lost" in out
+
+
+def test_the_typed_reports_keep_the_json_layout() -> None:
+    from strongroom.keys.lost import LostMarkerWrite, LostReceipt
+    from strongroom.recovery.mark_lost import LostEntry, LostReport, _written
+
+    marked = LostReport("mark-lost", "keys", (LostEntry.of(_candidate()),), topic="orders", plan_id="sha256:ab",
+                        kms_checked=True)  # fmt: skip
+    receipt = LostReceipt("mark-lost", "keys", "sha256:ab", "gone", "ops", 1, [LostMarkerWrite(WK_A, 2, 7, True)])
+    done = replace(marked, executed=True, wrapping_keys=_written(marked.wrapping_keys, receipt, "marked"),
+                   operation_id="op-1", verified={WK_A: 7})  # fmt: skip
+    assert list(done.to_json().items()) == [
+        ("action", "mark-lost"), ("topic", "orders"), ("keys_topic", "keys"), ("plan_id", "sha256:ab"),
+        ("executed", True), ("kms_checked", True),
+        ("wrapping_keys", [{"wrapping_key": WK_A, "kek": "vault:kek-a", "kek_state": "missing", "subject_keys": 10,
+                            "records": 100, "status": "marked", "note": "", "partition": 2, "offset": 7}]),
+        ("operation_id", "op-1"), ("verified", {WK_A: 7}),
+    ]  # fmt: skip
+    undo = LostReport("unmark-lost", "keys", (LostEntry(WK_A, None, "would unmark", plan_id="p", declared_by="ops"),),
+                      note="dry run")  # fmt: skip
+    assert list(undo.to_json().items()) == [
+        ("action", "unmark-lost"), ("keys_topic", "keys"), ("executed", False),
+        ("wrapping_keys", [{"wrapping_key": WK_A, "kek": None, "status": "would unmark", "plan_id": "p",
+                            "declared_by": "ops"}]),
+        ("note", "dry run"),
+    ]  # fmt: skip

@@ -237,7 +237,7 @@ class KroxyliciousInMemoryKms(Kms):
     def generate_dek(self, kek_id: str) -> DekPair:
         raise EdekInvalid("the Kroxylicious in-memory KMS is read-only here (recovery reads, never writes)")
 
-    def wrap(self, kek_id: str, plaintext: bytes) -> Edek:
+    def wrap(self, kek_id: str, plaintext: bytes, context: bytes = b"") -> Edek:
         raise EdekInvalid("the Kroxylicious in-memory KMS is read-only here (recovery reads, never writes)")
 
     def unwrap(self, edek: Edek) -> bytes:

@@ -41,6 +41,7 @@ from strongroom.envelope import RecordContext, decrypt_json_fields, decrypt_valu
 from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import EnvelopeError, KeysError, KmsError, PipelineError, StrongroomError
 from strongroom.kafka.transport import committed
+from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.policies import OnErasedRecord, OnFailure
@@ -147,7 +148,9 @@ class DecryptJob(StreamingJob):
         self.cache_batches = False  # both paths read the batch once (the file path caches what it opened)
         self.table.wait_caught_up(120)
         require_secure_channel(spark, allow_unencrypted=settings.allow_unencrypted_spark_channel)
-        self.service = KeyService(self._serve_keys, host=driver_host(spark))
+        self.erasures = ErasureFeed()
+        self.table.add_erasure_listener(self.erasures)
+        self.service = KeyService(self._serve_keys, host=driver_host(spark), erasures=self.erasures)
 
     # ------------------------------------------------------------------ the stream
     def source(self) -> DataFrame:

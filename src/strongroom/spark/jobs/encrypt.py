@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from strongroom.errors import PipelineError, StrongroomError
+from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.spark.dataframes import encrypt_key_rows
 from strongroom.spark.jobs.common import (
@@ -73,7 +74,9 @@ class EncryptJob(StreamingJob):
         self.keys = KeyManager(
             settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
         )
-        self.key_cache = KeyCache(self.keys)
+        self.key_cache = KeyCache(self.keys)  # listens first: the cache has dropped a key before the feed lists it
+        self.erasures = ErasureFeed()
+        self.keys.table.add_erasure_listener(self.erasures)
         self.sink = settings.sink(spark, self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
         self.counters = Counters()
@@ -81,7 +84,7 @@ class EncryptJob(StreamingJob):
         self.error: StrongroomError | None = None
         self._lock = threading.Lock()
         require_secure_channel(spark, allow_unencrypted=settings.allow_unencrypted_spark_channel)
-        self.service = KeyService(self._serve_keys, host=driver_host(spark))
+        self.service = KeyService(self._serve_keys, host=driver_host(spark), erasures=self.erasures)
 
     # ------------------------------------------------------------------ the stream
     def source(self) -> DataFrame:
