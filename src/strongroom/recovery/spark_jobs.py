@@ -70,6 +70,19 @@ class PrefixGroup:
     last: int
 
 
+@dataclass(frozen=True, slots=True)
+class StatusRuns:
+    """Below one partition's boundary, the records of one status (pass 2): how many maximal runs and
+    records, how many at or above the searched boundary, and the first :data:`EXAMPLES` of each."""
+
+    runs: int
+    records: int
+    above_searched: int
+    #: ``(first, last, records)`` of the first runs, in offset order.
+    ranges: tuple[tuple[int, int, int], ...]
+    straggler_offsets: tuple[int, ...]
+
+
 # ---------------------------------------------------------------------------------------- I/O shell
 def kafka_source_options(client_config: ClientConfig) -> dict[str, str]:
     """Spark Kafka source options (Java client names) from strongroom's librdkafka client config.
@@ -194,7 +207,7 @@ def _islands(rows: DataFrame, key: str) -> DataFrame:
     return rows.withColumn("island", F.row_number().over(ordered) - F.row_number().over(per_key))
 
 
-def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, Any]]:
+def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, StatusRuns]]:
     """Below each partition's boundary: stragglers, readable records, and the runs of lost records.
 
     ``bounds`` maps partition → (searched boundary, true boundary). Only records below the true
@@ -229,15 +242,15 @@ def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) ->
         ),
         F.slice(F.sort_array(F.flatten(F.collect_list("straggler_offsets"))), 1, EXAMPLES).alias("straggler_offsets"),
     )
-    out: dict[int, dict[str, Any]] = {p: {} for p in bounds}
+    out: dict[int, dict[str, StatusRuns]] = {p: {} for p in bounds}
     for row in summary.collect():
-        out[int(row["partition"])][str(row["status"])] = {
-            "runs": int(row["runs"]),
-            "records": int(row["records"]),
-            "above_searched": int(row["above_searched"]),
-            "ranges": [list(map(int, r)) for r in row["ranges"]],
-            "straggler_offsets": [int(o) for o in row["straggler_offsets"]],
-        }
+        out[int(row["partition"])][str(row["status"])] = StatusRuns(
+            runs=int(row["runs"]),
+            records=int(row["records"]),
+            above_searched=int(row["above_searched"]),
+            ranges=tuple((int(r[0]), int(r[1]), int(r[2])) for r in row["ranges"]),
+            straggler_offsets=tuple(int(o) for o in row["straggler_offsets"]),
+        )
     return out
 
 
