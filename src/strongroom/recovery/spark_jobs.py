@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -81,6 +81,18 @@ class StatusRuns:
     #: ``(first, last, records)`` of the first runs, in offset order.
     ranges: tuple[tuple[int, int, int], ...]
     straggler_offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRuns:
+    """Inventory: the records of one partition that depend on one label (KEK@version, ``(plain)``...)."""
+
+    records: int
+    first: int
+    last: int
+    runs: int
+    #: ``(first, last, records)`` of the first :data:`EXAMPLES` runs, in offset order.
+    ranges: tuple[tuple[int, int, int], ...]
 
 
 # ---------------------------------------------------------------------------------------- I/O shell
@@ -259,7 +271,7 @@ def label_frame(spark: SparkSession, labels: Mapping[tuple[bytes, ...], Sequence
     return spark.createDataFrame([(list(p), list(ls)) for p, ls in labels.items()], LABEL_VERDICT_SCHEMA)
 
 
-def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
+def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], LabelRuns]:
     """Inventory: per (partition, label), the maximal runs of consecutive records depending on it.
 
     A record that needs several KEKs (JSON fields) belongs to a run of each; any record that does
@@ -294,12 +306,12 @@ def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], dict[
         ),
     )
     return {
-        (int(r["partition"]), str(r["label"])): {
-            "records": int(r["records"]),
-            "first": int(r["first"]),
-            "last": int(r["last"]),
-            "runs": int(r["runs"]),
-            "ranges": [list(map(int, x)) for x in r["ranges"]],
-        }
+        (int(r["partition"]), str(r["label"])): LabelRuns(
+            records=int(r["records"]),
+            first=int(r["first"]),
+            last=int(r["last"]),
+            runs=int(r["runs"]),
+            ranges=tuple((int(x[0]), int(x[1]), int(x[2])) for x in r["ranges"]),
+        )
         for r in grouped.collect()
     }
