@@ -10,6 +10,7 @@ duplicates in Kafka output.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ from strongroom.cli.output import Output
 from strongroom.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from strongroom.rules import EncryptionRules
     from strongroom.spark.jobs.common import PipelineSettings, StreamingJob
     from strongroom.spark.jobs.results import PipelineResult
@@ -200,7 +203,17 @@ pipeline_options = grouped(
 )
 
 
-def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRules, make_job: Any) -> None:
+#: Reports a job's result after each batch.
+OnBatch = Callable[[int, "PipelineResult"], None]
+
+
+def _run(
+    out: Output,
+    kind: str,
+    options: PipelineOptions,
+    rules: EncryptionRules,
+    make_job: Callable[[SparkSession, PipelineSettings, OnBatch], StreamingJob[Any]],
+) -> None:
     """Build the session and the job, run it (once, or continuously until Ctrl-C), print the result."""
     from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
 
@@ -211,7 +224,7 @@ def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRule
     def progress(batch_id: int, result: PipelineResult) -> None:
         out.progress(f"batch {batch_id}: {result.written} records written so far", force=True)
 
-    job: StreamingJob[Any] = make_job(spark, settings, progress)
+    job = make_job(spark, settings, progress)
     result: PipelineResult
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
