@@ -93,3 +93,22 @@ def test_the_text_output_sits_next_to_the_model() -> None:
     assert text.splitlines()[-1] == "1 records of replayed batches were already written (skipped)"
     quiet = PipelineResult(0, {}, 0, 0, InputGaps({}), {}).render_text()
     assert quiet == "pipeline: 0 batches, 0 records written"
+
+
+def test_a_failed_write_task_says_which_failures_are_retried() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from strongroom.spark.kafka_sink import FATAL_MARK, DeliveryFailed, _task_failure
+
+    # Broker trouble and fatal rows go on as they are: the driver retries the first and stops on the second.
+    assert _task_failure(KafkaException(KafkaError(KafkaError._TRANSPORT)), {}) is None
+    assert _task_failure(DeliveryFailed("writing the output of t[0] failed"), {}) is None
+    assert _task_failure(RuntimeError(f"{FATAL_MARK} rejected record t[0]@3: too large"), {}) is None
+    assert _task_failure(KeyboardInterrupt(), {}) is None
+    # Anything else stops the write at once, naming it; a fenced producer says who took over.
+    other = _task_failure(ValueError("ValueError: a bug"), {})
+    assert other is not None
+    assert str(other).startswith(f"{FATAL_MARK} write the output: ")
+    fenced = _task_failure(RuntimeError("Producer fenced by a newer instance"), {})
+    assert fenced is not None
+    assert "another producer took over its transactional id" in str(fenced)
