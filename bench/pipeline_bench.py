@@ -39,6 +39,7 @@ from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF, Counters, PipelineSettings, StreamingJob, kafka_stream
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
+from strongroom.spark.jobs.results import PipelineResult
 from strongroom.spark.kafka_sink import write_exactly_once
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
@@ -100,7 +101,7 @@ def produce(bootstrap: str, topic: str, records: int, subjects: int) -> int:
     return size
 
 
-class PassthroughJob(StreamingJob):
+class PassthroughJob(StreamingJob[PipelineResult]):
     """The identical pipeline with a passthrough transform: source, foreachBatch, exactly-once sink."""
 
     kind = "passthrough"
@@ -109,13 +110,16 @@ class PassthroughJob(StreamingJob):
         import threading
 
         self.spark, self.settings, self.suffix = spark, settings, output_suffix
-        self.sink = settings.sink(self.kind)
+        self.sink = settings.sink(spark, self.kind)
         self.counters = Counters()
         self.error = None
         self._lock = threading.Lock()
 
     def source(self) -> Any:
         return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
+
+    def result(self) -> PipelineResult:
+        return self.counters.snapshot()
 
     def process_batch(self, batch: Any, batch_id: int) -> None:  # no caching: nothing is read twice
         from pyspark.sql import functions as F
@@ -207,18 +211,18 @@ def main() -> None:
         enc_job = EncryptJob(spark, settings("events", "enc"))
         enc = measure("encrypt", enc_job.run, args.records, nbytes)
         keys = enc_job.keys.stats()
-        print(f"  encrypt phases (s): {enc_job.result()['seconds']}")
+        print(f"  encrypt phases (s): {enc_job.result().seconds}")
         enc_job.close()
         # Steady state: the same records again, every subject already has its key (no creation).
         warm_job = EncryptJob(spark, settings("events", "enc-warm", output_topic="$(topic).enc-warm"))
         warm = measure("encrypt, keys exist", warm_job.run, args.records, nbytes)
-        print(f"  encrypt phases (s): {warm_job.result()['seconds']}")
+        print(f"  encrypt phases (s): {warm_job.result().seconds}")
         warm_job.close()
         enc_bytes = nbytes  # compare on the plaintext volume both pipelines moved
         dbase = measure("passthrough of encrypted", passthrough("events.enc", "p2"), args.records, enc_bytes)
         dec_job = DecryptJob(spark, settings("events.enc", "dec"))
         dec = measure("decrypt", dec_job.run, args.records, enc_bytes)
-        print(f"  decrypt phases (s): {dec_job.result()['seconds']}")
+        print(f"  decrypt phases (s): {dec_job.result().seconds}")
         dec_job.close()
         native = measure("Spark Kafka sink (at-least-once)",
                          lambda: spark_native_copy(spark, bootstrap, "events", "events.native", str(work / "native")),

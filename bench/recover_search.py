@@ -127,7 +127,9 @@ def run_spark(config: ClientConfig, openbao: OpenBaoServer, start: int, end: int
         lambda *_: None,
     )  # fmt: skip
     elapsed = time.perf_counter() - started
-    assert summary[0]["last_lost"] + 1 == searched, summary
+    last_lost = summary[0].last_lost
+    assert last_lost is not None, summary
+    assert last_lost + 1 == searched, summary
     spark.stop()
     return elapsed
 

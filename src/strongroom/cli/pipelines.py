@@ -10,6 +10,7 @@ duplicates in Kafka output.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +29,13 @@ from strongroom.cli.common import (
 )
 from strongroom.cli.output import Output
 from strongroom.errors import ConfigError
-from strongroom.text import table
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from strongroom.rules import EncryptionRules
-    from strongroom.spark.jobs.common import PipelineSettings
+    from strongroom.spark.jobs.common import PipelineSettings, StreamingJob
+    from strongroom.spark.jobs.results import PipelineResult
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,17 @@ pipeline_options = grouped(
 )
 
 
-def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRules, make_job: Any) -> None:
+#: Reports a job's result after each batch.
+OnBatch = Callable[[int, "PipelineResult"], None]
+
+
+def _run(
+    out: Output,
+    kind: str,
+    options: PipelineOptions,
+    rules: EncryptionRules,
+    make_job: Callable[[SparkSession, PipelineSettings, OnBatch], StreamingJob[Any]],
+) -> None:
     """Build the session and the job, run it (once, or continuously until Ctrl-C), print the result."""
     from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
 
@@ -209,10 +222,11 @@ def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRule
     conf = {**PIPELINE_SPARK_CONF, **parse_pairs(options.spark_conf, "--spark-conf")}
     spark = spark_session(options.spark_master, f"strongroom-{kind}", conf)
 
-    def progress(batch_id: int, result: dict[str, Any]) -> None:
-        out.progress(f"batch {batch_id}: {result['written']} records written so far", force=True)
+    def progress(batch_id: int, result: PipelineResult) -> None:
+        out.progress(f"batch {batch_id}: {result.written} records written so far", force=True)
 
     job = make_job(spark, settings, progress)
+    result: PipelineResult
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
         if not options.continuous:
@@ -235,7 +249,10 @@ def _run(out: Output, kind: str, options: PipelineOptions, rules: EncryptionRule
     finally:
         signal.signal(signal.SIGTERM, previous)
         job.close()
-    out.result({"pipeline": kind, "checkpoint": settings.checkpoint, **result}, _render(kind))
+    # The CLI edge: the typed result becomes JSON here (the --output json layout users read), text next to it.
+    out.result(
+        {"pipeline": kind, "checkpoint": settings.checkpoint, **result.to_json()}, lambda _: result.render_text()
+    )
 
 
 def _require_input_topics(settings: PipelineSettings, rules: EncryptionRules) -> None:
@@ -250,19 +267,6 @@ def _require_input_topics(settings: PipelineSettings, rules: EncryptionRules) ->
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _render(kind: str) -> Any:
-    def render(d: dict[str, Any]) -> str:
-        rows = [(status, n) for status, n in d["records"].items()]
-        lines = [f"{kind}: {d['batches']} batches, {d['written']} records written"]
-        if rows:
-            lines.append(table(rows, ["status", "records"]))
-        if d.get("replayed_skipped"):
-            lines.append(f"{d['replayed_skipped']} records of replayed batches were already written (skipped)")
-        return "\n".join(lines)
-
-    return render
 
 
 @click.command()

@@ -54,9 +54,9 @@ def encrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
         result = job.run()
     finally:
         job.close()
-    keys = result["keys"]
+    keys = result.keys
     ctx.say(
-        f"    Spark encrypted {result['written']} events into {ENCRYPTED_TOPIC!r} exactly once "
+        f"    Spark encrypted {result.written} events into {ENCRYPTED_TOPIC!r} exactly once "
         f"(one Kafka transaction per source partition)"
     )
     ctx.say(
@@ -71,7 +71,7 @@ def encrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
     leaked = [m for m in _read(ctx, ENCRYPTED_TOPIC) if b"@example.com" in (m.value() or b"")]
     ctx.say(f"    records in {ENCRYPTED_TOPIC!r} containing an e-mail address in clear: {len(leaked)}")
     ctx.facts["victim"] = sample["customer_id"]
-    return {"encrypted": result["written"], "subject_keys": keys["created"], "kms_wraps": keys["wrapping_keys_created"],
+    return {"encrypted": result.written, "subject_keys": keys["created"], "kms_wraps": keys["wrapping_keys_created"],
             "plaintext_leaks": len(leaked)}  # fmt: skip
 
 
@@ -104,7 +104,7 @@ def decrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
     docs = [json.loads(m.value()) for m in _read(ctx, DECRYPTED_TOPIC)]
     victim_docs = [d for d in docs if d["customer_id"] == victim]
     others = [d for d in docs if d["customer_id"] != victim]
-    ctx.say(f"    Spark decrypted {result['written']} events into {DECRYPTED_TOPIC!r}:")
+    ctx.say(f"    Spark decrypted {result.written} events into {DECRYPTED_TOPIC!r}:")
     other = others[0]
     ctx.say(
         f"      {other['customer_id']}: name={other['name']!r} email={other['email']!r} total={other['order']['total']}"
@@ -119,7 +119,7 @@ def decrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
     )
     batch = _decrypt_as_batch(ctx)
     return {
-        "decrypted": result["written"],
+        "decrypted": result.written,
         "victim_events": len(victim_docs),
         "victim_pii_readable": pii_left,
         "batch_statuses": batch,
@@ -207,7 +207,7 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
         encrypted = job.run()
     finally:
         job.close()
-    ctx.say(f"    encrypt: {encrypted['records']}; refused records go to {rejected!r}, unchanged, with a reason:")
+    ctx.say(f"    encrypt: {dict(encrypted.records)}; refused records go to {rejected!r}, unchanged, with a reason:")
     for msg in _read(ctx, rejected):
         reason = dict(msg.headers())["strongroom.dead-letter.reason"].decode()
         ctx.say(f"      {msg.key().decode()}: {reason[:110]}")
@@ -220,9 +220,9 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     finally:
         dec.close()
     [downgrade] = [m for m in _read(ctx, rejected) if m.key() == b"cust-93"]
-    ctx.say(f"    decrypt (readers are encrypted-only by default): {decrypted['records']}")
+    ctx.say(f"    decrypt (readers are encrypted-only by default): {dict(decrypted.records)}")
     ctx.say(f"      cust-93: {dict(downgrade.headers())['strongroom.dead-letter.reason'].decode()[:110]}")
-    return {"encrypt": encrypted["records"], "decrypt": decrypted["records"]}
+    return {"encrypt": dict(encrypted.records), "decrypt": dict(decrypted.records)}
 
 
 CHAPTERS: list[tuple[str, Chapter]] = [

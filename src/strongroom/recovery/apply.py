@@ -17,7 +17,7 @@ offsets of a group with members cannot be reset. In order:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -235,7 +235,31 @@ def _reset_offsets(
     reason: str,
     say: Callable[[str], None],
 ) -> ApplyReport:
+    """Move each chosen group past L where it is below; refused before any change if a group is active."""
     topic = plan.topic
+    groups = _groups_to_reset(targets, options)
+    partitions = [t.partition for t in targets]
+    boundaries = {t.partition: t.boundary for t in targets}
+    _refuse_active_groups(view, groups)
+    report = ApplyReport(topic, "reset-offsets")
+    for group in groups:
+        group_entry, moves = _planned_reset(group, view.committed(group, topic, partitions), boundaries, options)
+        report.groups.append(group_entry)
+        if not options.execute or not moves:
+            continue
+        say(f"resetting group {group!r} on {len(moves)} partition(s) of {topic}")
+        view.reset_offsets(group, topic, {p: new for p, (_, new) in moves.items()})
+        report.executed = True
+        if recorder is not None:
+            group_entry.operation_id = _recorded(functools.partial(recorder.record_reset, plan, group, moves, reason))
+        group_entry.verified = _verified_reset(view, group, topic, moves)
+    if not options.execute:
+        report.note = "dry run: nothing was changed; add --execute to reset these offsets"
+    return report
+
+
+def _groups_to_reset(targets: list[PartitionPlan], options: ApplyOptions) -> list[str]:
+    """The groups named with --group, and with --all-groups every group the plan lists below a boundary."""
     groups = list(dict.fromkeys(options.groups))
     if options.all_groups:
         for entry in targets:
@@ -247,9 +271,11 @@ def _reset_offsets(
             "--reset-offsets needs --group G (repeatable) or --all-groups",
             hint="the plan lists every group with its committed offset per partition",
         )
-    partitions = [t.partition for t in targets]
-    boundaries = {t.partition: t.boundary for t in targets}
-    # Refuse before changing anything: every group must be inactive.
+    return groups
+
+
+def _refuse_active_groups(view: ClusterView, groups: list[str]) -> None:
+    """Refuse before changing anything: every group must be inactive."""
     infos = {g: view.describe_group(g) for g in groups}
     active = {g: i for g, i in infos.items() if i.active}
     if active:
@@ -258,40 +284,39 @@ def _reset_offsets(
             for g, i in active.items()
         )
         raise GroupActive(f"cannot reset offsets of an active consumer group: {described}; nothing was done")
-    report = ApplyReport(topic, "reset-offsets")
-    for group in groups:
-        committed = view.committed(group, topic, partitions)
-        moves: dict[int, tuple[int | None, int]] = {}
-        for p in partitions:
-            before = committed.get(p)
-            if before is None or before < boundaries[p]:
-                moves[p] = (before, boundaries[p])
-        group_entry = GroupReset(
-            group,
-            [
-                OffsetChange(
-                    p, committed.get(p), moves[p][1] if p in moves else committed.get(p),
-                    ("reset" if options.execute else "would reset") if p in moves else "already at or past L",
-                )
-                for p in partitions
-            ],
-        )  # fmt: skip
-        report.groups.append(group_entry)
-        if not options.execute or not moves:
-            continue
-        say(f"resetting group {group!r} on {len(moves)} partition(s) of {topic}")
-        view.reset_offsets(group, topic, {p: new for p, (_, new) in moves.items()})
-        report.executed = True
-        if recorder is not None:
-            group_entry.operation_id = _recorded(functools.partial(recorder.record_reset, plan, group, moves, reason))
-        after = view.committed(group, topic, sorted(moves))
-        wrong = {p: after.get(p) for p, (_, new) in moves.items() if after.get(p) != new}
-        if wrong:
-            raise VerificationFailed(f"after resetting, group {group!r} has committed offsets {wrong} on {topic}")
-        group_entry.verified = {str(p): after[p] for p in sorted(moves)}
-    if not options.execute:
-        report.note = "dry run: nothing was changed; add --execute to reset these offsets"
-    return report
+
+
+def _planned_reset(
+    group: str, committed: Mapping[int, int | None], boundaries: Mapping[int, int], options: ApplyOptions
+) -> tuple[GroupReset, dict[int, tuple[int | None, int]]]:
+    """One group's report entry and its moves (partition → (committed, L)) where it is below L."""
+    moves: dict[int, tuple[int | None, int]] = {}
+    for p, boundary in boundaries.items():
+        before = committed.get(p)
+        if before is None or before < boundary:
+            moves[p] = (before, boundary)
+    group_entry = GroupReset(
+        group,
+        [
+            OffsetChange(
+                p, committed.get(p), moves[p][1] if p in moves else committed.get(p),
+                ("reset" if options.execute else "would reset") if p in moves else "already at or past L",
+            )
+            for p in boundaries
+        ],
+    )  # fmt: skip
+    return group_entry, moves
+
+
+def _verified_reset(
+    view: ClusterView, group: str, topic: str, moves: Mapping[int, tuple[int | None, int]]
+) -> dict[str, int | None]:
+    """The group's committed offsets read back after the reset; any that did not move fail the apply."""
+    after = view.committed(group, topic, sorted(moves))
+    wrong = {p: after.get(p) for p, (_, new) in moves.items() if after.get(p) != new}
+    if wrong:
+        raise VerificationFailed(f"after resetting, group {group!r} has committed offsets {wrong} on {topic}")
+    return {str(p): after[p] for p in sorted(moves)}
 
 
 def _recorded(record: Callable[[], str]) -> str:

@@ -271,8 +271,22 @@ class AvailabilityChecker:
             )
         ids = [dep.subject_key_id for _, dep in items if dep.subject_key_id is not None]
         links = self.subject_keys.chain_of(ids)
+        wrapping = self._wrapping_keys(links.values())
+        self._check_wrapping_keys(wrapping.values())
+        out: dict[bytes, KeyVerdict] = {}
+        for prefix, dependency in items:
+            key_id = dependency.subject_key_id
+            assert key_id is not None
+            found = links.get(key_id)
+            if found is not None:
+                self.subjects[key_id] = (subject_fingerprint(found.subject.encode("utf-8")), found.wk_id.hex())
+            out[prefix] = self._remember(prefix, self._subject_key_verdict(key_id, dependency, found, wrapping))
+        return out
+
+    def _wrapping_keys(self, links: Iterable[ChainLink]) -> dict[bytes, tuple[bytes, KeyDependency]]:
+        """wrapping key id → (its verdict prefix, the KEK it depends on), for wrapping keys not declared lost."""
         wrapping: dict[bytes, tuple[bytes, KeyDependency]] = {}
-        for link in links.values():
+        for link in links:
             if _declared_lost(link) is None and link.edek is not None and link.wk_id not in wrapping:
                 wk_dep = KeyDependency(
                     kek=link.edek.kek_ref,
@@ -282,8 +296,12 @@ class AvailabilityChecker:
                     edek=link.edek,
                 )
                 wrapping[link.wk_id] = (_WK_PREFIX + link.wk_id, wk_dep)
+        return wrapping
+
+    def _check_wrapping_keys(self, wrapping: Iterable[tuple[bytes, KeyDependency]]) -> None:
+        """A verdict for every wrapping key not judged yet: assumed lost (``--kek``), or unwrapped in batches."""
         todo: list[tuple[bytes, KeyDependency]] = []
-        for wk_prefix, wk_dep in wrapping.values():
+        for wk_prefix, wk_dep in wrapping:
             if wk_prefix in self._verdicts:
                 continue
             if self._assumed_lost(wk_dep):
@@ -293,54 +311,55 @@ class AvailabilityChecker:
                 todo.append((wk_prefix, wk_dep))
         for start in range(0, len(todo), BATCH):
             self._unwrap_batch(todo[start : start + BATCH])
-        out: dict[bytes, KeyVerdict] = {}
-        for prefix, dependency in items:
-            key_id = dependency.subject_key_id
-            assert key_id is not None
-            found = links.get(key_id)
-            marker = None if found is None else _declared_lost(found)
-            if found is not None:
-                self.subjects[key_id] = (subject_fingerprint(found.subject.encode("utf-8")), found.wk_id.hex())
-            if found is None:
-                verdict = KeyVerdict(
-                    KeyStatus.ERASED,
-                    dependency,
-                    f"subject key {key_id.hex()} is not live in the keys topic (erased on purpose, or never written)",
-                )
-            elif marker is not None:
-                kek = found.edek.kek_ref if found.edek is not None else marker.kek_ref
-                provider, _, kek_id = kek.partition(":")
-                self.declared_lost[found.wk_id.hex()] = (kek, marker.plan_id)
-                verdict = KeyVerdict(
-                    KeyStatus.DECLARED_LOST,
-                    KeyDependency(kek=kek, kek_id=kek_id, provider=provider, version=None, edek=None,
-                                  subject_key_id=key_id),
-                    f"subject key {key_id.hex()} was declared lost by plan {marker.plan_id} "
-                    f"(wrapping key {found.wk_id.hex()})",
-                )  # fmt: skip
-            elif found.edek is None:
-                verdict = KeyVerdict(
-                    KeyStatus.LOST,
-                    dependency,
-                    f"wrapping key {found.wk_id.hex()} of subject key {key_id.hex()} is missing from the keys topic",
-                )
-            else:
-                wk_prefix, wk_dep = wrapping[found.wk_id]
-                wk_verdict = self._verdicts[wk_prefix]
-                resolved = KeyDependency(
-                    kek=wk_dep.kek,
-                    kek_id=wk_dep.kek_id,
-                    provider=wk_dep.provider,
-                    version=wk_dep.version,
-                    edek=None,
-                    subject_key_id=key_id,
-                )
-                reason = wk_verdict.reason
-                if reason:
-                    reason += f" (subject key {key_id.hex()} via wrapping key {found.wk_id.hex()})"
-                verdict = KeyVerdict(wk_verdict.status, resolved, reason)
-            out[prefix] = self._remember(prefix, verdict)
-        return out
+
+    def _subject_key_verdict(
+        self,
+        key_id: bytes,
+        dependency: KeyDependency,
+        found: ChainLink | None,
+        wrapping: Mapping[bytes, tuple[bytes, KeyDependency]],
+    ) -> KeyVerdict:
+        """A subject key's verdict: erased, declared lost, missing its wrapping key, or its wrapping key's."""
+        if found is None:
+            return KeyVerdict(
+                KeyStatus.ERASED,
+                dependency,
+                f"subject key {key_id.hex()} is not live in the keys topic (erased on purpose, or never written)",
+            )
+        marker = _declared_lost(found)
+        if marker is not None:
+            return self._declared_lost_verdict(key_id, found, marker)
+        if found.edek is None:
+            return KeyVerdict(
+                KeyStatus.LOST,
+                dependency,
+                f"wrapping key {found.wk_id.hex()} of subject key {key_id.hex()} is missing from the keys topic",
+            )
+        wk_prefix, wk_dep = wrapping[found.wk_id]
+        wk_verdict = self._verdicts[wk_prefix]
+        resolved = KeyDependency(
+            kek=wk_dep.kek,
+            kek_id=wk_dep.kek_id,
+            provider=wk_dep.provider,
+            version=wk_dep.version,
+            edek=None,
+            subject_key_id=key_id,
+        )
+        reason = wk_verdict.reason
+        if reason:
+            reason += f" (subject key {key_id.hex()} via wrapping key {found.wk_id.hex()})"
+        return KeyVerdict(wk_verdict.status, resolved, reason)
+
+    def _declared_lost_verdict(self, key_id: bytes, found: ChainLink, marker: _LostMarker) -> KeyVerdict:
+        """A subject key under a wrapping key declared lost (``recover mark-lost``): skipped on purpose."""
+        kek = found.edek.kek_ref if found.edek is not None else marker.kek_ref
+        provider, _, kek_id = kek.partition(":")
+        self.declared_lost[found.wk_id.hex()] = (kek, marker.plan_id)
+        return KeyVerdict(
+            KeyStatus.DECLARED_LOST,
+            KeyDependency(kek=kek, kek_id=kek_id, provider=provider, version=None, edek=None, subject_key_id=key_id),
+            f"subject key {key_id.hex()} was declared lost by plan {marker.plan_id} (wrapping key {found.wk_id.hex()})",
+        )
 
     # ------------------------------------------------------------------ KEK states
     def kek_states(self, dependencies: Iterable[KeyDependency]) -> dict[str, str]:

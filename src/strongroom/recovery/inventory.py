@@ -209,11 +209,8 @@ def run_inventory(
             labels = {g.prefixes: _labels(g.prefixes, verdicts) for g in groups if g.kind == "encrypted"}
             cut = spark_jobs.with_key_prefixes(records, checker.format, full=full)
             rows = spark_jobs.label_runs(cut, spark_jobs.label_frame(spark, labels))
-            for (partition, label), info in rows.items():
-                found[partition].append(
-                    Dependency(label, info["records"], info["first"], info["last"], info["runs"],
-                               tuple(tuple(r) for r in info["ranges"]))
-                )  # fmt: skip
+            for (partition, label), runs in rows.items():
+                found[partition].append(Dependency(label, runs.records, runs.first, runs.last, runs.runs, runs.ranges))
         topics_out.append(
             TopicInventory(
                 topic,

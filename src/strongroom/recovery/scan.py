@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from strongroom.recovery.checker import AvailabilityChecker, RecordVerdict
-from strongroom.recovery.dependency import KeyDependency, KeyStatus, KeyVerdict
+from strongroom.recovery.dependency import KeyDependency, KeyStatus
 from strongroom.recovery.kafka_io import ClusterView, GroupInfo
 from strongroom.recovery.plan import (
     PLAN_FORMAT,
@@ -36,11 +36,18 @@ from strongroom.recovery.plan import (
     seal_plan,
 )
 from strongroom.recovery.search import ProbedRecord, RecordProbe, SearchResult, probe_budget, search_boundaries
+from strongroom.recovery.verification import (
+    LostKeys,
+    LostSubjectKey,
+    PartitionVerification,
+    group_status,
+    lost_keys,
+    summarise_groups,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from strongroom.recovery import spark_jobs as spark_jobs_types
 
 Progress = Callable[[str, int | None, int | None], None]
 
@@ -90,66 +97,99 @@ def run_scan(
 ) -> RecoveryPlan:
     """Search, verify and build the (sealed) plan for one topic. Raises ScanAborted on a KMS outage."""
     say = progress or (lambda message, done, total: None)
-    topic = options.topic
+    searched = _search(view, probe, checker, options.topic, say)
+    verified = _Verified(partitions={}, lost_keys=LostKeys(), seconds=0.0)
+    if options.verify:
+        if spark is None or source_options is None:
+            raise ValueError("verification needs a SparkSession and Kafka source options")
+        started = time.monotonic()
+        partitions, lost = verify_partitions(
+            spark, source_options, options.topic, searched.bounds, searched.results, checker, say
+        )
+        verified = _Verified(partitions, lost, time.monotonic() - started)
+    groups = view.groups_on_topic(options.topic, searched.partitions)
+    plan = _plan_document(view, checker, options, searched, verified, groups)
+    plan["remedy"] = remedy(plan).to_json()
+    return RecoveryPlan.from_document(seal_plan(plan))
+
+
+@dataclass(frozen=True)
+class _Searched:
+    """The snapshot the plan is about, and the binary search's boundaries in it."""
+
+    cluster_id: str
+    partitions: list[int]
+    bounds: dict[int, tuple[int, int]]
+    results: dict[int, SearchResult]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Verified:
+    """What the Spark verification found (nothing, with ``--no-verify``)."""
+
+    partitions: dict[int, PartitionVerification]
+    lost_keys: LostKeys
+    seconds: float
+
+
+def _search(
+    view: ClusterView, probe: RecordProbe, checker: AvailabilityChecker, topic: str, say: Progress
+) -> _Searched:
+    """Read the partitions and their offsets (one snapshot), then binary-search every partition in lock-step."""
     cluster_id = view.cluster_id()
     partitions = view.partitions(topic)
     bounds = view.bounds(topic, partitions)
-    say(
-        f"searching {topic}: {len(partitions)} partition(s), {sum(e - s for s, e in bounds.values())} offsets",
-        None,
-        None,
-    )
-
+    offsets = sum(e - s for s, e in bounds.values())
+    say(f"searching {topic}: {len(partitions)} partition(s), {offsets} offsets", None, None)
     started = time.monotonic()
 
     def on_round(round_no: int, active: int, total: int) -> None:
         say(f"binary search round {round_no}: {active} partition(s) still searching", total - active, total)
 
     results = search_boundaries(bounds, probe, _judge(checker), on_round)
-    search_seconds = time.monotonic() - started
+    seconds = time.monotonic() - started
     fetches = sum(r.probes for r in results.values())
-    say(
-        f"binary search done in {search_seconds:.2f}s: {fetches} fetch(es) over {len(results)} partition(s)", None, None
-    )
+    say(f"binary search done in {seconds:.2f}s: {fetches} fetch(es) over {len(results)} partition(s)", None, None)
+    return _Searched(cluster_id, partitions, bounds, results, seconds)
 
-    verification: dict[int, dict[str, Any]] = {}
-    lost_keys: dict[str, Any] = _no_lost_keys()
-    verify_seconds = 0.0
-    if options.verify:
-        if spark is None or source_options is None:
-            raise ValueError("verification needs a SparkSession and Kafka source options")
-        started = time.monotonic()
-        verification, lost_keys = verify_partitions(spark, source_options, topic, bounds, results, checker, say)
-        verify_seconds = time.monotonic() - started
 
-    groups = view.groups_on_topic(topic, partitions)
-    plan_partitions = [_partition_entry(results[p], verification.get(p), groups, options) for p in partitions]
-    keks = _kek_entries(checker, lost_keys)
-    plan: dict[str, Any] = {
+def _plan_document(
+    view: ClusterView,
+    checker: AvailabilityChecker,
+    options: ScanOptions,
+    searched: _Searched,
+    verified: _Verified,
+    groups: list[GroupInfo],
+) -> dict[str, Any]:
+    """The plan's JSON document, without its remedy and seal: the only place that writes its keys."""
+    lost = verified.lost_keys
+    plan_partitions = [
+        _partition_entry(searched.results[p], verified.partitions.get(p), groups, options) for p in searched.partitions
+    ]
+    return {
         "format": PLAN_FORMAT,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cluster_id": cluster_id,
+        "cluster_id": searched.cluster_id,
         "bootstrap_servers": view.client_config.bootstrap_servers,
-        "topic": topic,
+        "topic": options.topic,
         "record_format": checker.format.describe(),
         "assumed_lost": sorted(options.assumed_lost),
         "verified": options.verify,
         "assumptions": ASSUMPTIONS,
-        "keks": keks,
+        "keks": _kek_entries(checker, lost),
         "partitions": plan_partitions,
         "lost_subject_keys": {
-            "count": lost_keys["subject_keys"],
-            "examples": [_with_subject(e, checker) for e in lost_keys["subject_examples"]],
+            "count": lost.subject_keys,
+            "examples": [_with_subject(key, checker) for key in lost.subject_examples()],
         },
         "keys_topic": getattr(checker.subject_keys, "topic", None),
-        "lost_wrapping_keys": _lost_wrapping_keys(lost_keys, checker),
-        "declared_lost": _declared_lost_summary(lost_keys, checker),
+        "lost_wrapping_keys": _lost_wrapping_keys(lost, checker),
+        "declared_lost": _declared_lost_summary(lost, checker),
         "summary": _summary(plan_partitions),
-        "timings": {"search_seconds": round(search_seconds, 3), "verify_seconds": round(verify_seconds, 3)},
+        "timings": {"search_seconds": round(searched.seconds, 3), "verify_seconds": round(verified.seconds, 3)},
         "kms_checks": checker.stats.to_dict(),
     }
-    plan["remedy"] = remedy(plan).to_json()
-    return RecoveryPlan.from_document(seal_plan(plan))
 
 
 def verify_partitions(
@@ -160,145 +200,36 @@ def verify_partitions(
     results: Mapping[int, SearchResult],
     checker: AvailabilityChecker,
     say: Progress,
-) -> tuple[dict[int, dict[str, Any]], dict[str, Any]]:
+) -> tuple[dict[int, PartitionVerification], LostKeys]:
     """Every record checked: pass 1 groups all records by key prefixes; pass 2 orders the region below L."""
     from strongroom.recovery import spark_jobs
 
     ranges = {p: (s, e) for p, (s, e) in bounds.items() if e > s}
     if not ranges:
-        return {}, _no_lost_keys()
+        return {}, LostKeys()
     say(f"verifying every record of {len(ranges)} partition(s) with Spark (pass 1: key prefixes)", None, None)
     records = spark_jobs.read_partitions(spark, source_options, topic, ranges)
     groups, full = spark_jobs.prefix_groups(records, checker.format)
     prefixes = {prefix for group in groups for prefix in group.prefixes}
     say(f"checking {len(prefixes)} distinct key prefix(es) against the KMS", None, None)
     verdicts = checker.check_prefixes(prefixes, lambda done, total: say("key checks", done, total))
-    statuses = {g.prefixes: _group_status(g, verdicts) for g in groups if g.kind == "encrypted"}
-    summary = _summarise_groups(groups, statuses, verdicts)
-    lost_keys = _lost_keys(groups, statuses, verdicts)
-    with_loss = {p: s for p, s in summary.items() if s["lost"]}
+    statuses = {g.prefixes: group_status(g, verdicts) for g in groups if g.kind == "encrypted"}
+    summary = summarise_groups(groups, statuses, verdicts)
+    with_loss = {p: v for p, v in summary.items() if v.lost}
     if with_loss:
         say(f"verifying the order of records below L in {len(with_loss)} partition(s) (pass 2)", None, None)
-        order_bounds = {p: (results[p].boundary, int(s["last_lost"]) + 1) for p, s in with_loss.items()}
+        order_bounds = {p: (results[p].boundary, int(v.last_lost or 0) + 1) for p, v in with_loss.items()}
         region = {p: (bounds[p][0], b) for p, (_, b) in order_bounds.items()}
         cut2 = spark_jobs.with_key_prefixes(
             spark_jobs.read_partitions(spark, source_options, topic, region), checker.format, full=full
         )
         classified = spark_jobs.classify(cut2, spark_jobs.status_frame(spark, statuses))
-        runs = spark_jobs.status_runs(classified, order_bounds)
-        for partition, by_status in runs.items():
-            lost = by_status.get("lost", {})
-            entry = summary[partition]
-            entry["stragglers"] = lost.get("above_searched", 0)
-            entry["straggler_offsets"] = lost.get("straggler_offsets", [])
-            entry["readable_below"] = by_status.get("readable", {}).get("records", 0)
-            entry["lost_ranges"] = {"runs": lost.get("runs", 0), "ranges": lost.get("ranges", [])}
-    return summary, lost_keys
+        for partition, by_status in spark_jobs.status_runs(classified, order_bounds).items():
+            summary[partition] = summary[partition].with_runs(by_status)
+    return summary, lost_keys(groups, statuses, verdicts)
 
 
-_RANK = {"readable": 0, "erased": 0, "declared-lost": 0, "corrupt": 1, "lost": 2}
-
-
-def _group_status(group: spark_jobs_types.PrefixGroup, verdicts: Mapping[bytes, KeyVerdict]) -> str:
-    worst = max((_RANK[verdicts[p].status.value] for p in group.prefixes), default=0)
-    return {0: "readable", 1: "corrupt", 2: "lost"}[worst]
-
-
-def _summarise_groups(
-    groups: list[spark_jobs_types.PrefixGroup],
-    statuses: Mapping[tuple[bytes, ...], str],
-    verdicts: Mapping[bytes, KeyVerdict],
-) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    for g in groups:
-        entry = out.setdefault(
-            g.partition,
-            {"records": 0, "readable": 0, "lost": 0, "corrupt": 0, "malformed": 0, "plain": 0, "tombstones": 0,
-             "first_lost": None, "last_lost": None, "lost_subject_key_records": 0, "unreadable_other": [],
-             "stragglers": 0, "straggler_offsets": [], "readable_below": 0, "lost_ranges": {"runs": 0, "ranges": []}},
-        )  # fmt: skip
-        entry["records"] += g.records
-        status = "malformed" if g.kind == "malformed" else statuses.get(g.prefixes, "readable")
-        entry[status] += g.records
-        if g.kind == "plain":
-            entry["plain"] += g.records
-        elif g.kind == "tombstone":
-            entry["tombstones"] += g.records
-        if status == "lost":
-            entry["first_lost"] = g.first if entry["first_lost"] is None else min(entry["first_lost"], g.first)
-            entry["last_lost"] = g.last if entry["last_lost"] is None else max(entry["last_lost"], g.last)
-            if any(_needs_subject_key(verdicts[p]) for p in g.prefixes):
-                entry["lost_subject_key_records"] += g.records
-        elif status in ("corrupt", "malformed"):
-            entry["unreadable_other"].append([g.first, g.last, g.records])
-    for entry in out.values():
-        entry["unreadable_other"] = sorted(entry["unreadable_other"])[:20]
-    return out
-
-
-def _needs_subject_key(verdict: KeyVerdict) -> bool:
-    return verdict.dependency is not None and verdict.dependency.subject_key_id is not None
-
-
-def _no_lost_keys() -> dict[str, Any]:
-    return {"by_kek": [], "subject_keys": 0, "subject_examples": [], "subject_records": {}, "declared_lost": {}}
-
-
-def _lost_keys(
-    groups: list[spark_jobs_types.PrefixGroup],
-    statuses: Mapping[tuple[bytes, ...], str],
-    verdicts: Mapping[bytes, KeyVerdict],
-) -> dict[str, Any]:
-    """Lost records per (partition, KEK) and per subject key (records, first/last offset, partitions);
-    records under keys already declared lost, per subject key."""
-    by_kek: dict[tuple[int, str], int] = {}
-    subjects: dict[str, dict[str, Any]] = {}
-    declared: dict[bytes, int] = {}
-    for g in groups:
-        # A record counts once per key and per KEK, however many of its fields (prefixes) use them.
-        declared_ids: set[bytes] = set()
-        for prefix in g.prefixes:
-            verdict = verdicts.get(prefix)
-            dependency = None if verdict is None else verdict.dependency
-            if verdict is not None and verdict.status is KeyStatus.DECLARED_LOST and dependency is not None:
-                declared_ids.add(dependency.subject_key_id or b"")
-        declared_ids.discard(b"")
-        for key_id in declared_ids:
-            declared[key_id] = declared.get(key_id, 0) + g.records
-        if statuses.get(g.prefixes) != "lost":
-            continue
-        labels: set[str] = set()
-        key_ids: set[bytes] = set()
-        for prefix in g.prefixes:
-            verdict = verdicts[prefix]
-            if verdict.status is not KeyStatus.LOST or verdict.dependency is None:
-                continue
-            labels.add(verdict.dependency.label)
-            if verdict.dependency.subject_key_id is not None:
-                key_ids.add(verdict.dependency.subject_key_id)
-        for label in labels:
-            by_kek[(g.partition, label)] = by_kek.get((g.partition, label), 0) + g.records
-        for key_id in key_ids:
-            entry = subjects.setdefault(
-                key_id.hex(), {"subject_key": key_id.hex(), "records": 0, "first": g.first, "last": g.last,
-                               "partitions": []},
-            )  # fmt: skip
-            entry["records"] += g.records
-            entry["first"] = min(entry["first"], g.first)
-            entry["last"] = max(entry["last"], g.last)
-            if g.partition not in entry["partitions"]:
-                entry["partitions"].append(g.partition)
-    examples = sorted(subjects.values(), key=lambda e: (-e["records"], e["subject_key"]))[:50]
-    return {
-        "by_kek": [(p, label, n) for (p, label), n in sorted(by_kek.items())],
-        "subject_keys": len(subjects),
-        "subject_examples": examples,
-        "subject_records": {bytes.fromhex(k): (v["records"], v["partitions"]) for k, v in subjects.items()},
-        "declared_lost": declared,
-    }
-
-
-def _lost_wrapping_keys(lost_keys: Mapping[str, Any], checker: AvailabilityChecker) -> list[dict[str, Any]]:
+def _lost_wrapping_keys(lost: LostKeys, checker: AvailabilityChecker) -> list[dict[str, Any]]:
     """Every wrapping key with lost subject keys in the scanned records — complete, unlike the examples.
 
     The unit ``recover mark-lost`` acts on: a lost KEK takes every subject key under its wrapping keys.
@@ -310,7 +241,7 @@ def _lost_wrapping_keys(lost_keys: Mapping[str, Any], checker: AvailabilityCheck
         dep = verdict.dependency
         if verdict.status is KeyStatus.LOST and dep is not None and dep.subject_key_id is not None:
             kek_of[dep.subject_key_id] = dep.kek if dep.kek_id else None
-    for key_id, (records, partitions) in lost_keys.get("subject_records", {}).items():
+    for key_id, subject_key in lost.subjects.items():
         known = checker.subjects.get(key_id)
         if known is None:
             continue
@@ -319,15 +250,15 @@ def _lost_wrapping_keys(lost_keys: Mapping[str, Any], checker: AvailabilityCheck
                        "partitions": []},
         )  # fmt: skip
         entry["subject_keys"] += 1
-        entry["records"] += records
-        entry["partitions"] = sorted(set(entry["partitions"]) | set(partitions))
+        entry["records"] += subject_key.records
+        entry["partitions"] = sorted(set(entry["partitions"]) | set(subject_key.partitions))
     return sorted(by_wk.values(), key=lambda e: e["wrapping_key"])
 
 
-def _declared_lost_summary(lost_keys: Mapping[str, Any], checker: AvailabilityChecker) -> dict[str, Any]:
+def _declared_lost_summary(lost: LostKeys, checker: AvailabilityChecker) -> dict[str, Any]:
     """Subject keys already declared lost (their records are skipped on purpose), per wrapping key."""
     by_wk: dict[str, dict[str, Any]] = {}
-    for key_id, records in lost_keys.get("declared_lost", {}).items():
+    for key_id, records in lost.declared_lost.items():
         known = checker.subjects.get(key_id)
         if known is None:
             continue
@@ -345,16 +276,23 @@ def _declared_lost_summary(lost_keys: Mapping[str, Any], checker: AvailabilityCh
     }
 
 
-def _with_subject(example: dict[str, Any], checker: AvailabilityChecker) -> dict[str, Any]:
-    """A lost subject key with its subject's fingerprint and wrapping key (never the subject itself)."""
-    known = checker.subjects.get(bytes.fromhex(str(example["subject_key"])))
+def _with_subject(key: LostSubjectKey, checker: AvailabilityChecker) -> dict[str, Any]:
+    """A lost subject key's plan entry, with its subject's fingerprint and wrapping key (never the subject)."""
+    example: dict[str, Any] = {
+        "subject_key": key.key_id.hex(),
+        "records": key.records,
+        "first": key.first,
+        "last": key.last,
+        "partitions": list(key.partitions),
+    }
+    known = checker.subjects.get(key.key_id)
     if known is not None:
         example = {**example, "subject_fingerprint": known[0], "wrapping_key": known[1]}
     return example
 
 
 def _partition_entry(
-    result: SearchResult, verified: dict[str, Any] | None, groups: list[GroupInfo], options: ScanOptions
+    result: SearchResult, verified: PartitionVerification | None, groups: list[GroupInfo], options: ScanOptions
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition": result.partition,
@@ -375,32 +313,37 @@ def _partition_entry(
     elif verified is None:  # verified, but Spark read no record (only markers / aborted transactions)
         entry.update(boundary=result.log_start, shape=Shape.INTACT, records=0, lost=0)
     else:
-        lost = int(verified["lost"])
-        last_lost = verified["last_lost"]
-        boundary = result.log_start if last_lost is None else int(last_lost) + 1
-        readable_below = int(verified["readable_below"])
-        entry.update(
-            boundary=boundary,
-            records=int(verified["records"]),
-            readable=int(verified["readable"]),
-            lost=lost,
-            lost_subject_key_records=int(verified["lost_subject_key_records"]),
-            first_lost=verified["first_lost"],
-            last_lost=last_lost,
-            stragglers=int(verified["stragglers"]),
-            straggler_offsets=verified["straggler_offsets"],
-            readable_below_boundary=readable_below,
-            corrupt=int(verified["corrupt"]),
-            malformed=int(verified["malformed"]),
-            unreadable_other=verified["unreadable_other"],
-            plain=int(verified["plain"]),
-            tombstones=int(verified["tombstones"]),
-            lost_ranges=verified["lost_ranges"],
-        )
-        per_subject = int(verified["lost_subject_key_records"]) > 0
-        entry["shape"] = _shape(lost, readable_below, boundary, result.end, options.max_collateral_ratio, per_subject)
+        entry.update(_verified_entry(result, verified, options))
     entry["groups"] = _group_entries(result.partition, entry["boundary"], groups)
     return entry
+
+
+def _verified_entry(result: SearchResult, verified: PartitionVerification, options: ScanOptions) -> dict[str, Any]:
+    """A verified partition's plan fields: the true boundary, its counts and its shape."""
+    boundary = result.log_start if verified.last_lost is None else verified.last_lost + 1
+    per_subject = verified.lost_subject_key_records > 0
+    shape = _shape(
+        verified.lost, verified.readable_below, boundary, result.end, options.max_collateral_ratio, per_subject
+    )
+    return {
+        "boundary": boundary,
+        "records": verified.records,
+        "readable": verified.readable,
+        "lost": verified.lost,
+        "lost_subject_key_records": verified.lost_subject_key_records,
+        "first_lost": verified.first_lost,
+        "last_lost": verified.last_lost,
+        "stragglers": verified.stragglers,
+        "straggler_offsets": list(verified.straggler_offsets),
+        "readable_below_boundary": verified.readable_below,
+        "corrupt": verified.corrupt,
+        "malformed": verified.malformed,
+        "unreadable_other": [list(run) for run in verified.unreadable_other],
+        "plain": verified.plain,
+        "tombstones": verified.tombstones,
+        "lost_ranges": {"runs": verified.lost_runs, "ranges": [list(run) for run in verified.lost_ranges]},
+        "shape": shape,
+    }
 
 
 def _shape(lost: int, readable_below: int, boundary: int, end: int, max_ratio: float, per_subject: bool) -> str:
@@ -431,7 +374,7 @@ def _group_entries(partition: int, boundary: int, groups: list[GroupInfo]) -> li
     return entries
 
 
-def _kek_entries(checker: AvailabilityChecker, lost_keys: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _kek_entries(checker: AvailabilityChecker, lost: LostKeys) -> list[dict[str, Any]]:
     """Every KEK seen (by the search or the verification) with its state and lost-record count."""
     deps: dict[str, KeyDependency] = {}
     lost_records: dict[str, int] = {}
@@ -443,9 +386,9 @@ def _kek_entries(checker: AvailabilityChecker, lost_keys: Mapping[str, Any]) -> 
         deps.setdefault(dep.kek, dep)
         if verdict.status is KeyStatus.LOST:
             lost_labels.add(dep.kek)
-    for _partition, label, count in lost_keys.get("by_kek", []):
-        kek = str(label).split("@", 1)[0]
-        lost_records[kek] = lost_records.get(kek, 0) + int(count)
+    for _partition, label, count in lost.by_kek:
+        kek = label.split("@", 1)[0]
+        lost_records[kek] = lost_records.get(kek, 0) + count
     states = checker.kek_states(deps.values())
     entries = []
     for kek in sorted(deps):
@@ -477,25 +420,8 @@ def _summary(partitions: list[dict[str, Any]]) -> dict[str, Any]:
 
 def remedy(plan: Mapping[str, Any]) -> Remedy:
     """The remedy that fits what was found, in the order an operator should try them."""
-    partitions = plan["partitions"]
-    shapes = {e["shape"] for e in partitions}
-    restorable = [k["kek"] for k in plan["keks"] if k["lost"] and k["state"] in ("pending_deletion", "disabled")]
-    steps: list[str] = []
-    if restorable:
-        steps.append(
-            f"KEK(s) {', '.join(restorable)} can still be restored (pending deletion or disabled): cancel the "
-            "deletion / enable them in the KMS first — strongroom readers resume on their own within their "
-            "negative-cache TTL, nothing needs deleting."
-        )
-    declared = plan.get("declared_lost", {})
-    if declared.get("subject_keys"):
-        wks = declared["wrapping_keys"]
-        steps.append(
-            f"{declared['subject_keys']} subject key(s) under {len(wks)} wrapping key(s) are already declared lost "
-            f"(plan(s) {', '.join(sorted({w['plan_id'] for w in wks}))}): readers skip their {declared['records']} "
-            "record(s) on purpose. If their KEK is restored, undo it with `strongroom recover unmark-lost --wk "
-            f"{' --wk '.join(w['wrapping_key'] for w in wks[:3])}{' ...' if len(wks) > 3 else ''} --execute`."
-        )
+    shapes = {e["shape"] for e in plan["partitions"]}
+    steps = [*_restore_steps(plan), *_declared_lost_steps(plan)]
     if not plan["verified"]:
         steps.append("This plan is unverified (--no-verify); run the scan with verification before applying it.")
         return Remedy(RemedyKind.UNVERIFIED, tuple(steps))
@@ -503,38 +429,70 @@ def remedy(plan: Mapping[str, Any]) -> Remedy:
         steps.append("No record needs a lost key: nothing to do.")
         return Remedy(RemedyKind.NONE, tuple(steps))
     if Shape.SCATTERED in shapes:
-        scattered = [e["partition"] for e in partitions if e["shape"] == Shape.SCATTERED]
-        if plan.get("lost_subject_keys", {}).get("count"):
-            count = plan["lost_subject_keys"]["count"]
-            wks = len(plan.get("lost_wrapping_keys", []))
-            steps.append(
-                f"Loss is scattered across partitions {scattered}: {count} per-subject key(s) under {wks} wrapping "
-                "key(s) hang under a lost KEK (lost_wrapping_keys; examples in lost_subject_keys). Do not delete a "
-                "prefix: it would destroy readable records of other subjects. If the KEK can be restored, even for "
-                "a moment, restore it and run `strongroom keys rewrap --to-kek <new KEK>` so no wrapping key depends "
-                "on it any more. Otherwise declare those wrapping keys lost: `strongroom recover mark-lost --plan "
-                "PLAN.json --execute` writes a lost marker per wrapping key to the keys topic, and every reader then "
-                "skips the affected records on purpose (JSON fields become null, whole values are dropped or marked, "
-                "as for erased subjects) instead of failing with KekNotFound; new records of those subjects get new "
-                "keys. It is undone with `strongroom recover unmark-lost --wk ID --execute` if the KEK comes back."
-            )
-        else:
-            steps.append(
-                f"Lost records are interleaved with readable ones in partitions {scattered}: deleting up to L would "
-                "also delete the readable records listed as readable_below_boundary. Restore the KEK if at all "
-                "possible; otherwise let consumers skip the lost records under their failure policy (skip and "
-                "report) rather than deleting a prefix."
-            )
+        steps.append(_scattered_step(plan))
     if shapes & PREFIX_SHAPES:
-        file_hint = "--plan PLAN.json"
-        steps.append(
-            "Prefix loss: either move the consumer groups past L "
-            f"(`strongroom recover apply {file_hint} --reset-offsets --group G --execute`, every group listed "
-            "as below_boundary, each stopped first) or delete the records up to L for everyone "
-            f"(`strongroom recover apply {file_hint} --delete-records --execute`). Both skip the readable "
-            "records below L listed per partition. Run without --execute first (dry run)."
-        )
+        steps.append(_PREFIX_STEP)
     kind = RemedyKind.SCATTERED if Shape.SCATTERED in shapes and not shapes & PREFIX_SHAPES else RemedyKind.PREFIX
     if Shape.SCATTERED in shapes and shapes & PREFIX_SHAPES:
         kind = RemedyKind.MIXED
     return Remedy(kind, tuple(steps))
+
+
+def _restore_steps(plan: Mapping[str, Any]) -> list[str]:
+    """Lost KEKs that can still be restored come first: nothing needs deleting then."""
+    restorable = [k["kek"] for k in plan["keks"] if k["lost"] and k["state"] in ("pending_deletion", "disabled")]
+    if not restorable:
+        return []
+    return [
+        f"KEK(s) {', '.join(restorable)} can still be restored (pending deletion or disabled): cancel the "
+        "deletion / enable them in the KMS first — strongroom readers resume on their own within their "
+        "negative-cache TTL, nothing needs deleting."
+    ]
+
+
+def _declared_lost_steps(plan: Mapping[str, Any]) -> list[str]:
+    """Subject keys already declared lost, and how to undo that if their KEK comes back."""
+    declared = plan.get("declared_lost", {})
+    if not declared.get("subject_keys"):
+        return []
+    wks = declared["wrapping_keys"]
+    return [
+        f"{declared['subject_keys']} subject key(s) under {len(wks)} wrapping key(s) are already declared lost "
+        f"(plan(s) {', '.join(sorted({w['plan_id'] for w in wks}))}): readers skip their {declared['records']} "
+        "record(s) on purpose. If their KEK is restored, undo it with `strongroom recover unmark-lost --wk "
+        f"{' --wk '.join(w['wrapping_key'] for w in wks[:3])}{' ...' if len(wks) > 3 else ''} --execute`."
+    ]
+
+
+def _scattered_step(plan: Mapping[str, Any]) -> str:
+    """Scattered loss: never delete a prefix; per-subject keys are declared lost, other records skipped."""
+    scattered = [e["partition"] for e in plan["partitions"] if e["shape"] == Shape.SCATTERED]
+    if plan.get("lost_subject_keys", {}).get("count"):
+        count = plan["lost_subject_keys"]["count"]
+        wks = len(plan.get("lost_wrapping_keys", []))
+        return (
+            f"Loss is scattered across partitions {scattered}: {count} per-subject key(s) under {wks} wrapping "
+            "key(s) hang under a lost KEK (lost_wrapping_keys; examples in lost_subject_keys). Do not delete a "
+            "prefix: it would destroy readable records of other subjects. If the KEK can be restored, even for "
+            "a moment, restore it and run `strongroom keys rewrap --to-kek <new KEK>` so no wrapping key depends "
+            "on it any more. Otherwise declare those wrapping keys lost: `strongroom recover mark-lost --plan "
+            "PLAN.json --execute` writes a lost marker per wrapping key to the keys topic, and every reader then "
+            "skips the affected records on purpose (JSON fields become null, whole values are dropped or marked, "
+            "as for erased subjects) instead of failing with KekNotFound; new records of those subjects get new "
+            "keys. It is undone with `strongroom recover unmark-lost --wk ID --execute` if the KEK comes back."
+        )
+    return (
+        f"Lost records are interleaved with readable ones in partitions {scattered}: deleting up to L would "
+        "also delete the readable records listed as readable_below_boundary. Restore the KEK if at all "
+        "possible; otherwise let consumers skip the lost records under their failure policy (skip and "
+        "report) rather than deleting a prefix."
+    )
+
+
+_PREFIX_STEP = (
+    "Prefix loss: either move the consumer groups past L "
+    "(`strongroom recover apply --plan PLAN.json --reset-offsets --group G --execute`, every group listed "
+    "as below_boundary, each stopped first) or delete the records up to L for everyone "
+    "(`strongroom recover apply --plan PLAN.json --delete-records --execute`). Both skip the readable "
+    "records below L listed per partition. Run without --execute first (dry run)."
+)

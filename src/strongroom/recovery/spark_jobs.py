@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -68,6 +68,31 @@ class PrefixGroup:
     records: int
     first: int
     last: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRuns:
+    """Below one partition's boundary, the records of one status (pass 2): how many maximal runs and
+    records, how many at or above the searched boundary, and the first :data:`EXAMPLES` of each."""
+
+    runs: int
+    records: int
+    above_searched: int
+    #: ``(first, last, records)`` of the first runs, in offset order.
+    ranges: tuple[tuple[int, int, int], ...]
+    straggler_offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRuns:
+    """Inventory: the records of one partition that depend on one label (KEK@version, ``(plain)``...)."""
+
+    records: int
+    first: int
+    last: int
+    runs: int
+    #: ``(first, last, records)`` of the first :data:`EXAMPLES` runs, in offset order.
+    ranges: tuple[tuple[int, int, int], ...]
 
 
 # ---------------------------------------------------------------------------------------- I/O shell
@@ -194,7 +219,7 @@ def _islands(rows: DataFrame, key: str) -> DataFrame:
     return rows.withColumn("island", F.row_number().over(ordered) - F.row_number().over(per_key))
 
 
-def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, Any]]:
+def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) -> dict[int, dict[str, StatusRuns]]:
     """Below each partition's boundary: stragglers, readable records, and the runs of lost records.
 
     ``bounds`` maps partition → (searched boundary, true boundary). Only records below the true
@@ -229,15 +254,15 @@ def status_runs(classified: DataFrame, bounds: Mapping[int, tuple[int, int]]) ->
         ),
         F.slice(F.sort_array(F.flatten(F.collect_list("straggler_offsets"))), 1, EXAMPLES).alias("straggler_offsets"),
     )
-    out: dict[int, dict[str, Any]] = {p: {} for p in bounds}
+    out: dict[int, dict[str, StatusRuns]] = {p: {} for p in bounds}
     for row in summary.collect():
-        out[int(row["partition"])][str(row["status"])] = {
-            "runs": int(row["runs"]),
-            "records": int(row["records"]),
-            "above_searched": int(row["above_searched"]),
-            "ranges": [list(map(int, r)) for r in row["ranges"]],
-            "straggler_offsets": [int(o) for o in row["straggler_offsets"]],
-        }
+        out[int(row["partition"])][str(row["status"])] = StatusRuns(
+            runs=int(row["runs"]),
+            records=int(row["records"]),
+            above_searched=int(row["above_searched"]),
+            ranges=tuple((int(r[0]), int(r[1]), int(r[2])) for r in row["ranges"]),
+            straggler_offsets=tuple(int(o) for o in row["straggler_offsets"]),
+        )
     return out
 
 
@@ -246,7 +271,7 @@ def label_frame(spark: SparkSession, labels: Mapping[tuple[bytes, ...], Sequence
     return spark.createDataFrame([(list(p), list(ls)) for p, ls in labels.items()], LABEL_VERDICT_SCHEMA)
 
 
-def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], dict[str, Any]]:
+def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], LabelRuns]:
     """Inventory: per (partition, label), the maximal runs of consecutive records depending on it.
 
     A record that needs several KEKs (JSON fields) belongs to a run of each; any record that does
@@ -281,12 +306,12 @@ def label_runs(cut: DataFrame, labels: DataFrame) -> dict[tuple[int, str], dict[
         ),
     )
     return {
-        (int(r["partition"]), str(r["label"])): {
-            "records": int(r["records"]),
-            "first": int(r["first"]),
-            "last": int(r["last"]),
-            "runs": int(r["runs"]),
-            "ranges": [list(map(int, x)) for x in r["ranges"]],
-        }
+        (int(r["partition"]), str(r["label"])): LabelRuns(
+            records=int(r["records"]),
+            first=int(r["first"]),
+            last=int(r["last"]),
+            runs=int(r["runs"]),
+            ranges=tuple((int(x[0]), int(x[1]), int(x[2])) for x in r["ranges"]),
+        )
         for r in grouped.collect()
     }

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.envelope.errors import SubjectErased
@@ -185,14 +185,8 @@ def decrypt_dataframe(
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
-    keys.wait_caught_up()
-    pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in seen if r["key_id"] is not None}, key=repr)
-    keys.warm(kid for kid, _ in pairs)
-    classified = [classify_key(keys, kid, subject) for kid, subject in pairs]
-    keys_frame = source.sparkSession.createDataFrame(classified, DECRYPT_KEYS_SCHEMA)
-    logical = F.col("topic")
-    for physical, name in (topic_map or {}).items():
-        logical = F.when(F.col("topic") == physical, F.lit(name)).otherwise(logical)
+    keys_frame = _decrypt_keys_frame(source.sparkSession, keys, seen)
+    logical = _logical_topic(topic_map or {})
     opened = [
         decrypt_frame(
             part,
@@ -205,7 +199,40 @@ def decrypt_dataframe(
         )
         for part, rule in zip(parts, rules.rules, strict=True)
     ]
-    frame = _union(opened)
+    frame = _apply_decrypt_policies(_union(opened), on_failure, erased)
+    return frame.select(
+        F.col("src_topic").alias("topic"),
+        F.col("src_partition").alias("partition"),
+        F.col("src_offset").alias("offset"),
+        "key",
+        "value",
+        "headers",
+        F.timestamp_millis("timestamp_ms").alias("timestamp"),
+        "status",
+        "reason",
+    )
+
+
+def _decrypt_keys_frame(spark: SparkSession, keys: KeyTable, seen: list[Row]) -> DataFrame:
+    """Every ``(key id, subject)`` the frame needs, classified on the driver (the keys table caught up first)."""
+    keys.wait_caught_up()
+    pairs = sorted({(bytes(r["key_id"]), r["subject"]) for r in seen if r["key_id"] is not None}, key=repr)
+    keys.warm(kid for kid, _ in pairs)
+    classified = [classify_key(keys, kid, subject) for kid, subject in pairs]
+    return spark.createDataFrame(classified, DECRYPT_KEYS_SCHEMA)
+
+
+def _logical_topic(topic_map: Mapping[str, str]) -> Column:
+    """The topic each record's ciphertext is bound to: its own, or the logical name of a mirrored topic."""
+    logical = F.col("topic")
+    for physical, name in topic_map.items():
+        logical = F.when(F.col("topic") == physical, F.lit(name)).otherwise(logical)
+    return logical
+
+
+def _apply_decrypt_policies(frame: DataFrame, on_failure: str, erased: str) -> DataFrame:
+    """A record whose key never arrived is ``missing-key``; failed ones fail, are kept or skipped; erased
+    whole values are kept (null) or dropped."""
     missing = F.col("status") == PENDING
     no_key = "no key for this record in the keys topic (never written, or not replicated here)"
     frame = frame.withColumn("reason", F.when(missing, F.lit(no_key)).otherwise(F.col("reason"))).withColumn(
@@ -219,17 +246,7 @@ def decrypt_dataframe(
         frame = frame.withColumn("value", F.when(bad, failure).otherwise(F.col("value")))
     if erased == "drop":
         frame = frame.filter(F.col("status") != ERASED)
-    return frame.select(
-        F.col("src_topic").alias("topic"),
-        F.col("src_partition").alias("partition"),
-        F.col("src_offset").alias("offset"),
-        "key",
-        "value",
-        "headers",
-        F.timestamp_millis("timestamp_ms").alias("timestamp"),
-        "status",
-        "reason",
-    )
+    return frame
 
 
 # ---------------------------------------------------------------------------- helpers

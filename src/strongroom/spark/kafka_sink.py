@@ -75,6 +75,52 @@ SUMMARY_SCHEMA = (
 
 
 @dataclass(frozen=True)
+class PartitionSummary:
+    """What one task wrote for one source partition in one write (one row of :data:`SUMMARY_SCHEMA`).
+
+    The executors send these as plain Arrow rows (the pickling boundary, with ``statuses`` as JSON
+    text); :func:`write_exactly_once` turns each into a ``PartitionSummary`` right where the driver
+    collects them, so nothing past the sink reads a summary by string key.
+    """
+
+    src_topic: str
+    src_partition: int
+    #: The group's committed offset when the task started (0: none); rows below it were skipped.
+    committed_before: int
+    #: The first offset this write read (-1: it read none).
+    first_offset: int
+    #: Where the partition resumes after this write.
+    next_offset: int
+    written: int
+    #: Rows a replay skipped because an earlier transaction had already written them.
+    replayed_skipped: int
+    #: Rows per pipeline status (``ok``, ``rejected``, ...).
+    statuses: Mapping[str, int]
+    #: The group's committed offset as found (-1: none yet; None: not reported).
+    group_offset: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> PartitionSummary:
+        """The typed summary of one collected summary row."""
+        group_offset = row["group_offset"]
+        return cls(
+            src_topic=str(row["src_topic"]),
+            src_partition=int(row["src_partition"]),
+            committed_before=int(row["committed_before"]),
+            first_offset=int(row["first_offset"]),
+            next_offset=int(row["next_offset"]),
+            written=int(row["written"]),
+            replayed_skipped=int(row["replayed_skipped"]),
+            statuses={str(k): int(v) for k, v in json.loads(row["statuses"] or "{}").items()},
+            group_offset=None if group_offset is None else int(group_offset),
+        )
+
+    @property
+    def source_partition(self) -> tuple[str, int]:
+        return (self.src_topic, self.src_partition)
+
+
+@dataclass(frozen=True)
 class TransactionalSinkConfig:
     """Where and as whom the sink writes. ``app_id`` must be stable across restarts of one pipeline."""
 
@@ -258,70 +304,99 @@ def make_partition_writer(config: TransactionalSinkConfig, transform: RowTransfo
 
     Without ``transform`` the rows already are sink rows (:data:`SINK_COLUMNS`); with it the rows are
     source rows (:data:`SOURCE_COLUMNS`) that ``transform`` turns into sink rows, batch by batch — only
-    the rows a replay has not written yet reach it.
+    the rows a replay has not written yet reach it. The summaries leave the task as plain Arrow rows
+    (:data:`SUMMARY_SCHEMA`); the driver types them (:class:`PartitionSummary`).
     """
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
-        from confluent_kafka import KafkaException
 
         txns: dict[tuple[str, int], _PartitionTxn] = {}
         try:
             for batch in batches:
-                if transform is None:
-                    cols = {name: batch.column(name).to_pylist() for name in SINK_COLUMNS}
-                    cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
-                else:
-                    cols = _source_columns(batch)
-                for i in range(batch.num_rows):  # open each source partition's transaction first
-                    tp = (cols["src_topic"][i], cols["src_partition"][i])
-                    if tp not in txns:
-                        txns[tp] = _PartitionTxn(config, *tp)
-                fresh = [
-                    i for i in range(batch.num_rows)
-                    if cols["src_offset"][i] >= txns[(cols["src_topic"][i], cols["src_partition"][i])].committed_before
-                ]  # fmt: skip
-                for i in range(batch.num_rows):
-                    if cols["src_offset"][i] < txns[(cols["src_topic"][i], cols["src_partition"][i])].committed_before:
-                        txns[(cols["src_topic"][i], cols["src_partition"][i])].skipped += 1
-                if transform is not None and fresh:
-                    source = {name: [cols[name][i] for i in fresh] for name in SOURCE_COLUMNS}
-                    cols = {**source, **_transformed(transform, source)}
-                    fresh = list(range(len(fresh)))
-                _write_rows(txns, cols, fresh)
+                _write_batch(config, transform, txns, batch)
             for txn in txns.values():
                 txn.commit()
         except BaseException as exc:
             _abort_open(txns)
-            fenced = _fenced(exc, txns)
-            if fenced is not None:
-                raise RuntimeError(f"{FATAL_MARK} {fenced}") from None
-            if isinstance(exc, KafkaException | DeliveryFailed):
-                raise  # the brokers: write_exactly_once retries the whole write from the committed offsets
-            if FATAL_MARK in str(exc) or not isinstance(exc, Exception):
+            failure = _task_failure(exc, txns)
+            if failure is None:
                 raise
-            # Anything else is not a broker problem a retry could outlast: stop now, saying what failed.
-            raise RuntimeError(f"{FATAL_MARK} write the output: {_first_line(exc)}") from None
+            raise failure from None
         finally:
             for txn in txns.values():
                 txn.close()
-        rows = [
-            {
-                "src_topic": t.topic,
-                "src_partition": t.partition,
-                "committed_before": t.committed_before,
-                "first_offset": t.first_offset,
-                "next_offset": max(t.last_offset + 1, t.committed_before),
-                "written": t.written,
-                "replayed_skipped": t.skipped,
-                "statuses": json.dumps(t.statuses),
-                "group_offset": t.group_offset,
-            }
-            for t in txns.values()
-        ]
-        yield pa.RecordBatch.from_pylist(rows, schema=_summary_arrow_schema())
+        yield pa.RecordBatch.from_pylist([_summary_row(t) for t in txns.values()], schema=_summary_arrow_schema())
 
     return write
+
+
+def _write_batch(
+    config: TransactionalSinkConfig,
+    transform: RowTransform | None,
+    txns: dict[tuple[str, int], _PartitionTxn],
+    batch: pa.RecordBatch,
+) -> None:
+    """One Arrow batch of a task: open each source partition's transaction first, skip the rows an
+    earlier transaction already wrote, transform the rest (if there is a transform) and write them."""
+    if transform is None:
+        cols = {name: batch.column(name).to_pylist() for name in SINK_COLUMNS}
+        cols["headers"] = [[(h["key"], h["value"]) for h in hs] if hs else [] for hs in cols["headers"]]
+    else:
+        cols = _source_columns(batch)
+    for tp in zip(cols["src_topic"], cols["src_partition"], strict=True):
+        if tp not in txns:
+            txns[tp] = _PartitionTxn(config, *tp)
+    fresh = _fresh_rows(txns, cols)
+    if transform is not None and fresh:
+        source = {name: [cols[name][i] for i in fresh] for name in SOURCE_COLUMNS}
+        cols = {**source, **_transformed(transform, source)}
+        fresh = list(range(len(fresh)))
+    _write_rows(txns, cols, fresh)
+
+
+def _fresh_rows(txns: Mapping[tuple[str, int], _PartitionTxn], cols: dict[str, list[Any]]) -> list[int]:
+    """The rows at or above their partition's committed offset; the others are counted as skipped."""
+    fresh: list[int] = []
+    for i, offset in enumerate(cols["src_offset"]):
+        txn = txns[(cols["src_topic"][i], cols["src_partition"][i])]
+        if offset >= txn.committed_before:
+            fresh.append(i)
+        else:
+            txn.skipped += 1
+    return fresh
+
+
+def _task_failure(exc: BaseException, txns: Mapping[tuple[str, int], _PartitionTxn]) -> RuntimeError | None:
+    """What a failed write task raises instead of ``exc``, or None when ``exc`` itself goes on: a broker
+    problem (:func:`write_exactly_once` retries the whole write from the committed offsets), a fatal
+    row, or an interrupt. A fenced producer and anything else stop the write at once, saying why."""
+    from confluent_kafka import KafkaException
+
+    fenced = _fenced(exc, txns)
+    if fenced is not None:
+        return RuntimeError(f"{FATAL_MARK} {fenced}")
+    if isinstance(exc, KafkaException | DeliveryFailed):
+        return None
+    if FATAL_MARK in str(exc) or not isinstance(exc, Exception):
+        return None
+    # Anything else is not a broker problem a retry could outlast: stop now, saying what failed.
+    return RuntimeError(f"{FATAL_MARK} write the output: {_first_line(exc)}")
+
+
+def _summary_row(txn: _PartitionTxn) -> dict[str, Any]:
+    """One row of :data:`SUMMARY_SCHEMA` (plain, to cross from the executor to the driver)."""
+    return {
+        "src_topic": txn.topic,
+        "src_partition": txn.partition,
+        "committed_before": txn.committed_before,
+        "first_offset": txn.first_offset,
+        "next_offset": max(txn.last_offset + 1, txn.committed_before),
+        "written": txn.written,
+        "replayed_skipped": txn.skipped,
+        "statuses": json.dumps(txn.statuses),
+        "group_offset": txn.group_offset,
+    }
 
 
 def _fenced(exc: BaseException, txns: Mapping[tuple[str, int], _PartitionTxn]) -> str | None:
@@ -404,8 +479,8 @@ def write_exactly_once(
     transform: RowTransform | None = None,
     *,
     one_task_per_partition: bool = False,
-) -> list[dict[str, Any]]:
-    """Write ``df`` exactly once; returns one summary per source partition.
+) -> list[PartitionSummary]:
+    """Write ``df`` exactly once; returns one :class:`PartitionSummary` per source partition.
 
     ``df`` holds sink rows (:data:`SINK_COLUMNS`), or source rows (:data:`SOURCE_COLUMNS`) when a
     ``transform`` turns them into sink rows in the executors.
@@ -424,48 +499,64 @@ def write_exactly_once(
 
     writer = make_partition_writer(config, transform)
     deadline = time.monotonic() + config.retry_deadline_s
-    plan = df.select(*(SINK_COLUMNS if transform is None else SOURCE_COLUMNS))  # a malformed frame fails here
-    if not one_task_per_partition:
-        plan = plan.repartition("src_topic", "src_partition").sortWithinPartitions(
-            "src_topic", "src_partition", "src_offset"
-        )
+    plan = _write_plan(df, transform, one_task_per_partition)
     attempt = 0
     while True:
         attempt += 1
         try:
             rows = plan.mapInArrow(writer, SUMMARY_SCHEMA).collect()
-            summaries = [{**r.asDict(), "statuses": json.loads(r["statuses"] or "{}")} for r in rows]
+            # Where the driver receives the tasks' plain summary rows: typed from here on.
+            summaries = [PartitionSummary.from_row(r.asDict()) for r in rows]
             _check_one_task_per_partition(summaries)
             return summaries
+        except AnalysisException:
+            raise  # a bug in the frame, not a transient failure
         except Exception as exc:
-            if isinstance(exc, AnalysisException):
-                raise  # a bug in the frame, not a transient failure
-            fatal = _fatal_message(exc)
-            if fatal is not None:
-                raise PipelineError(f"cannot {fatal}", hint=_fatal_hint(fatal)) from None
-            if one_task_per_partition and attempt == 1:
-                # Tasks sharing a partition fence each other, and the brokers do not always say so (a fenced
-                # EndTxn can come back as an unknown error): ask the frame itself before blaming the brokers.
-                split = _partitions_split_over_tasks(plan)
-                if split:
-                    raise _split_error(split[0]) from None
+            _raise_if_not_retryable(exc, plan, check_split=one_task_per_partition and attempt == 1)
             if time.monotonic() >= deadline:
                 raise PipelineError(
                     f"the exactly-once Kafka write failed after {attempt} attempts: {_first_line(exc)}",
                     hint="check that the brokers are up and the transaction coordinator reachable; "
                     "restarting the pipeline resumes from the last committed offsets without duplicates",
                 ) from exc
-            delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
-            log.warning(
-                "exactly-once write attempt %d failed (%s); retrying in %.1fs", attempt, _first_line(exc), delay
-            )
-            time.sleep(delay)
+            _back_off(attempt, exc)
 
 
-def _check_one_task_per_partition(summaries: list[dict[str, Any]]) -> None:
+def _write_plan(df: DataFrame, transform: RowTransform | None, one_task_per_partition: bool) -> DataFrame:
+    """The frame the write runs over: its sink (or source) columns, each source partition in one task
+    in offset order unless the caller promises that already."""
+    plan = df.select(*(SINK_COLUMNS if transform is None else SOURCE_COLUMNS))  # a malformed frame fails here
+    if not one_task_per_partition:
+        plan = plan.repartition("src_topic", "src_partition").sortWithinPartitions(
+            "src_topic", "src_partition", "src_offset"
+        )
+    return plan
+
+
+def _raise_if_not_retryable(exc: Exception, plan: DataFrame, *, check_split: bool) -> None:
+    """Stop at once on what a retry would meet again: a fatal row, or one partition's rows in two tasks."""
+    fatal = _fatal_message(exc)
+    if fatal is not None:
+        raise PipelineError(f"cannot {fatal}", hint=_fatal_hint(fatal)) from None
+    if check_split:
+        # Tasks sharing a partition fence each other, and the brokers do not always say so (a fenced
+        # EndTxn can come back as an unknown error): ask the frame itself before blaming the brokers.
+        split = _partitions_split_over_tasks(plan)
+        if split:
+            raise _split_error(split[0]) from None
+
+
+def _back_off(attempt: int, exc: Exception) -> None:
+    """Capped exponential backoff with jitter before the next attempt."""
+    delay = min(30.0, 0.5 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+    log.warning("exactly-once write attempt %d failed (%s); retrying in %.1fs", attempt, _first_line(exc), delay)
+    time.sleep(delay)
+
+
+def _check_one_task_per_partition(summaries: list[PartitionSummary]) -> None:
     seen: set[tuple[str, int]] = set()
     for summary in summaries:
-        tp = (summary["src_topic"], int(summary["src_partition"]))
+        tp = summary.source_partition
         if tp in seen:
             raise _split_error(tp)
         seen.add(tp)

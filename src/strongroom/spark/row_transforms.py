@@ -202,13 +202,18 @@ class DecryptRows:
         return self.output_topic.replace("$(base)", base).replace("$(topic)", topic)
 
     def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+        """One Arrow batch: ask the driver for every key the batch needs in one request, then open each record."""
         if self._codecs is None:
             self._codecs = _Rules(self.rules, self.encrypted_only)
             self._client = KeyServiceClient(self.service)
-        n = len(cols["src_offset"])
+        states = self._key_states(self._key_requests(cols, self._codecs))
+        return self._open_rows(cols, self._codecs, _state_lookup(states))
+
+    def _key_requests(self, cols: Mapping[str, list[Any]], codecs: _Rules) -> dict[tuple[str, str], None]:
+        """Every ``(key id, subject)`` the batch's records were sealed under, once, in order (no decryption)."""
         requests: dict[tuple[str, str], None] = {}
-        for i in range(n):
-            _, codec, _ = self._codecs(cols["src_topic"][i])
+        for i in range(len(cols["src_offset"])):
+            _, codec, _ = codecs(cols["src_topic"][i])
             value = cols["value"][i]
             try:
                 key_ids = _key_ids(value, codec) if value is not None else []
@@ -218,68 +223,71 @@ class DecryptRows:
             if isinstance(subject, str):
                 for key_id in key_ids:  # every key the record needs, not only its first field's
                     requests[(b64(key_id), subject)] = None
+        return requests
+
+    def _key_states(self, requests: dict[tuple[str, str], None]) -> dict[tuple[bytes, str], _KeyState]:
+        """The driver's answer per requested key: ``(state, DEK or None, reason or None)``."""
         assert self._client is not None
         answers = self._client.call("decrypt_keys", pairs=[list(p) for p in requests]) if requests else {}
-        states: dict[tuple[bytes, str], tuple[str, bytes | None, str | None]] = {}
+        states: dict[tuple[bytes, str], _KeyState] = {}
         for (kid, subject), (state, dek, reason) in zip(requests, answers, strict=True):
             states[(unb64(kid), subject)] = (state, unb64(dek) if dek else None, reason)
         self._client.remember([(kid, dek) for (kid, _), (_, dek, _) in states.items() if dek is not None])
+        return states
 
-        def lookup(key_ref: Any, subject: str) -> bytes | None:
-            state, dek, reason = states.get((key_ref.key_id, subject), ("pending", None, None))
-            if state == "erased":
-                raise SubjectErased(f"subject key {key_ref.key_id.hex()} was erased")
-            if state == "lost":
-                raise _Lost(reason or f"subject key {key_ref.key_id.hex()} cannot be unwrapped")
-            if state == KEY_FOREIGN:
-                raise ForeignKey(reason or f"key {key_ref.key_id.hex()} belongs to another subject")
-            return dek if state == "available" else None
-
+    def _open_rows(self, cols: Mapping[str, list[Any]], codecs: _Rules, lookup: Any) -> dict[str, list[Any]]:
+        """Open every record with the looked-up keys and route it by its outcome."""
+        n = len(cols["src_offset"])
         out = _empty_output(n)
         now = str(int(time.time() * 1000)).encode()
         for i in range(n):
             topic, key, value = cols["src_topic"][i], cols["key"][i], cols["value"][i]
-            headers = cols["headers"][i]
-            _, codec, index = self._codecs(topic)
+            _, codec, index = codecs(topic)
             bound = self.topic_map.get(topic, topic)
             out["key"][i], out["timestamp_ms"][i], out["fatal"][i] = key, cols["timestamp_ms"][i], False
             out["topic"][i] = self.output_for(topic)
             try:
-                outcome: Any = codec.open(key, value, headers, bound, lookup)
+                outcome: Any = codec.open(key, value, cols["headers"][i], bound, lookup)
             except Exception as exc:  # noqa: BLE001 - not a property of the record: stop, naming it
                 out["status"][i], out["reason"][i], out["emit"][i], out["fatal"][i] = (
                     FAILED, unexpected(cols, i, exc), False, True
                 )  # fmt: skip
                 continue
-            if isinstance(outcome, Opened):
-                out["emit"][i], out["status"][i], out["value"][i], out["headers"][i] = (
-                    True,
-                    OK,
-                    outcome.value,
-                    outcome.headers,
-                )
-            elif isinstance(outcome, Passthrough):
-                out["emit"][i], out["status"][i], out["value"][i] = True, PASSTHROUGH, value
-                out["headers"][i] = [h for h in headers if h[0] != RECORD_HEADER_NAME]
-            elif isinstance(outcome, Erased):
-                out["status"][i] = ERASED
-                if self.erased == "mark":
-                    kept = [h for h in headers if h[0] != RECORD_HEADER_NAME]
-                    out["emit"][i], out["headers"][i] = True, [*kept, ("strongroom.erased", b"1")]
-                else:
-                    out["emit"][i] = False
-            elif isinstance(outcome, Pending):
-                out["emit"][i], out["status"][i], out["topic"][i], out["value"][i] = (
-                    True,
-                    PENDING,
-                    self.pending_topic,
-                    value,
-                )
-                out["headers"][i] = [*headers, *_pending_headers(outcome.subject, _source(cols, i), now,
-                                                                  cols["timestamp_ms"][i], index)]  # fmt: skip
-            else:
-                self._fail(out, cols, i, _failure_reason(outcome))
+            self._route(out, cols, i, outcome, now, index)
         return out
+
+    def _route(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, outcome: Any, now: bytes,
+               index: int) -> None:  # fmt: skip
+        """Where an opened record goes: the output, the pending topic, the erased policy or the failure policy."""
+        value, headers = cols["value"][i], cols["headers"][i]
+        if isinstance(outcome, Opened):
+            out["emit"][i], out["status"][i], out["value"][i], out["headers"][i] = (
+                True,
+                OK,
+                outcome.value,
+                outcome.headers,
+            )
+        elif isinstance(outcome, Passthrough):
+            out["emit"][i], out["status"][i], out["value"][i] = True, PASSTHROUGH, value
+            out["headers"][i] = [h for h in headers if h[0] != RECORD_HEADER_NAME]
+        elif isinstance(outcome, Erased):
+            out["status"][i] = ERASED
+            if self.erased == "mark":
+                kept = [h for h in headers if h[0] != RECORD_HEADER_NAME]
+                out["emit"][i], out["headers"][i] = True, [*kept, ("strongroom.erased", b"1")]
+            else:
+                out["emit"][i] = False
+        elif isinstance(outcome, Pending):
+            out["emit"][i], out["status"][i], out["topic"][i], out["value"][i] = (
+                True,
+                PENDING,
+                self.pending_topic,
+                value,
+            )
+            out["headers"][i] = [*headers, *_pending_headers(outcome.subject, _source(cols, i), now,
+                                                              cols["timestamp_ms"][i], index)]  # fmt: skip
+        else:
+            self._fail(out, cols, i, _failure_reason(outcome))
 
     def _fail(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, reason: str) -> None:
         out["status"][i], out["reason"][i] = FAILED, reason
@@ -289,6 +297,26 @@ class DecryptRows:
             out["emit"][i], out["fatal"][i] = False, True
         else:
             out["emit"][i] = False  # skip: counted, offset advances
+
+
+#: The driver's answer for one key: state (available, erased, lost, pending, foreign), DEK, reason.
+_KeyState = tuple[str, bytes | None, str | None]
+
+
+def _state_lookup(states: Mapping[tuple[bytes, str], _KeyState]) -> Any:
+    """The key lookup records are opened with: a DEK, None while the key is pending, or the error its state means."""
+
+    def lookup(key_ref: Any, subject: str) -> bytes | None:
+        state, dek, reason = states.get((key_ref.key_id, subject), ("pending", None, None))
+        if state == "erased":
+            raise SubjectErased(f"subject key {key_ref.key_id.hex()} was erased")
+        if state == "lost":
+            raise _Lost(reason or f"subject key {key_ref.key_id.hex()} cannot be unwrapped")
+        if state == KEY_FOREIGN:
+            raise ForeignKey(reason or f"key {key_ref.key_id.hex()} belongs to another subject")
+        return dek if state == "available" else None
+
+    return lookup
 
 
 def _failure_reason(outcome: Any) -> str:

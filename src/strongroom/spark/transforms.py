@@ -93,24 +93,10 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
     """
     out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
     joined = batch.join(F.broadcast(keys), on="subject", how="left")
-    tombstone = F.col("value").isNull()
     if rule.mode == "fields":
         joined = joined.withColumn("json_ok", _is_json_object(F.col("value")))
-    reason = (
-        F.when(tombstone, F.lit(None))
-        .when(F.col("subject").isNull(), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)"))
-        .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
-    )
-    if rule.mode == "fields":
-        reason = reason.when(~F.col("json_ok"), F.lit("value is not JSON: not a JSON object (field mode)"))
-    framed = joined.withColumn("reason", reason).withColumn("out_topic", out_topic)
-    status = (
-        F.when(tombstone, F.lit(PASSTHROUGH))
-        .when(F.col("reason").isNotNull(), F.lit(REJECTED))
-        .when(~F.col("emit"), F.lit(DROPPED))
-        .otherwise(F.lit(OK))
-    )
-    framed = framed.withColumn("status", status)
+    framed = joined.withColumn("reason", _encrypt_reason(rule)).withColumn("out_topic", out_topic)
+    framed = framed.withColumn("status", _encrypt_status())
     if rule.mode == "value":
         sealed = ec.seal_whole_value(
             F.col("value"),
@@ -126,8 +112,35 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
         framed = _seal_fields(framed, rule)
         mode = ValueMode.JSON_FIELDS
     limit = max_value_bytes if isinstance(max_value_bytes, Column) else F.lit(max_value_bytes)
+    return _encrypted_sink_rows(_reject_too_large(framed, limit), mode)
+
+
+def _encrypt_reason(rule: TopicRule) -> Column:
+    """Why a record cannot be sealed (null: it can, or it is a tombstone)."""
+    reason = (
+        F.when(F.col("value").isNull(), F.lit(None))
+        .when(F.col("subject").isNull(), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)"))
+        .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
+    )
+    if rule.mode == "fields":
+        reason = reason.when(~F.col("json_ok"), F.lit("value is not JSON: not a JSON object (field mode)"))
+    return reason
+
+
+def _encrypt_status() -> Column:
+    """Tombstones pass through, records with a reason are rejected, ``emit = false`` drops, the rest is sealed."""
+    return (
+        F.when(F.col("value").isNull(), F.lit(PASSTHROUGH))
+        .when(F.col("reason").isNotNull(), F.lit(REJECTED))
+        .when(~F.col("emit"), F.lit(DROPPED))
+        .otherwise(F.lit(OK))
+    )
+
+
+def _reject_too_large(framed: DataFrame, limit: Column) -> DataFrame:
+    """An ``ok`` row whose sealed value exceeds the output topic's limit is rejected, saying by how much."""
     too_large = (F.col("status") == OK) & (F.length("sealed") > limit)
-    framed = framed.withColumn(
+    return framed.withColumn(
         "reason",
         F.when(
             too_large,
@@ -135,12 +148,15 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
                      F.lit(" bytes, above the output topic's limit of "), limit.cast("string"), F.lit(" bytes")),
         ).otherwise(F.col("reason")),
     ).withColumn("status", F.when(too_large, F.lit(REJECTED)).otherwise(F.col("status")))  # fmt: skip
+
+
+def _encrypted_sink_rows(framed: DataFrame, mode: ValueMode) -> DataFrame:
+    """The sink's columns: never the plaintext for an ok row; rejected rows keep theirs for the dead-letter topic."""
     return framed.select(
         *source_coordinates(),
         (F.col("status").isin(OK, PASSTHROUGH)).alias("emit"),
         F.col("out_topic").alias("topic"),
         "key",
-        # Never the plaintext for an ok row; rejected rows keep theirs for the dead-letter topic only.
         F.when(F.col("status") == OK, F.col("sealed")).otherwise(F.col("value")).alias("value"),
         F.when(F.col("status") == OK, ec.with_marker(F.col("headers"), mode))
         .otherwise(F.col("headers"))
@@ -277,24 +293,35 @@ def decrypt_frame(
     ``encrypted_only``, a record without the marker header: plaintext or downgraded).
     A failed, pending or dropped row never carries plaintext.
     """
-    expected_marker = bytes((1, ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE))
     joined = batch.join(F.broadcast(keys), on="key_id", how="left")
-    fields = rule.mode == "fields"
-    unmarked = F.col("marker").isNull() & F.col("value").isNotNull()
+    reason = _decrypt_reason(rule, encrypted_only)
+    status = _decrypt_status(rule, reason)
+    framed = joined.withColumn("reason", reason).withColumn("status", status).withColumn("logical_topic", logical_topic)
+    framed = _open_whole_values(framed) if rule.mode == "value" else _open_fields(framed, rule, encrypted_only)
+    return _decrypted_sink_rows(framed, output_topic, erased_value)
+
+
+def _no_envelope(fields: bool) -> Column:
+    """A record without a marker and without a key id in its bytes: nothing to open."""
     no_envelope = F.col("key_id").isNull() & F.col("marker").isNull()
     if fields:
         # The key id comes from the raw bytes; an ``sr1:`` string spelt with JSON escapes hides from that,
         # so an unmarked document that has any escape goes to the Python opener, which reads it parsed.
         no_envelope = no_envelope & ~F.col("value").contains(F.lit(b"\\u"))
-    # Field mode: a record whose document holds none of the rule's fields sealed has no envelope at all;
-    # the Python opener passes it through (unmarked) or checks no rule path holds plaintext (marked).
-    no_fields_sealed = F.lit(fields) & F.col("key_id").isNull()
-    reason = (
+    return no_envelope
+
+
+def _decrypt_reason(rule: TopicRule, encrypted_only: bool) -> Column:
+    """Why a record fails before it is opened (null: it does not fail here)."""
+    fields = rule.mode == "fields"
+    expected_marker = bytes((1, ValueMode.JSON_FIELDS if fields else ValueMode.WHOLE_VALUE))
+    unmarked = F.col("marker").isNull() & F.col("value").isNotNull()
+    return (
         F.when(F.col("value").isNull(), F.lit(None))
         .when(F.lit(encrypted_only) & unmarked,
               F.lit(f"record has no {RECORD_HEADER_NAME} marker header; this reader accepts encrypted records only "
                     "(a plaintext or downgraded record)"))
-        .when(no_envelope, F.lit(None))
+        .when(_no_envelope(fields), F.lit(None))
         .when(F.col("marker").isNotNull() & (F.col("marker") != F.lit(expected_marker)),
               F.concat(F.lit("unknown or unexpected strongroom.enc header 0x"), F.hex("marker"),
                        F.lit(f" (this reader expects 0x{expected_marker.hex()}); upgrade strongroom or fix the rule")))
@@ -303,32 +330,42 @@ def decrypt_frame(
         .when(F.col("key_state") == KEY_LOST, F.coalesce(F.col("key_reason"), F.lit("the key's KEK is lost")))
         .when(F.col("key_state") == KEY_FOREIGN, F.col("key_reason"))
     )  # fmt: skip
-    status = (
+
+
+def _decrypt_status(rule: TopicRule, reason: Column) -> Column:
+    """A record's status before it is opened (opening can still turn ``ok`` into ``failed``)."""
+    fields = rule.mode == "fields"
+    # Field mode: a record whose document holds none of the rule's fields sealed has no envelope at all;
+    # the Python opener passes it through (unmarked) or checks no rule path holds plaintext (marked).
+    no_fields_sealed = F.lit(fields) & F.col("key_id").isNull()
+    return (
         F.when(F.col("value").isNull(), F.lit(PASSTHROUGH))
         .when(reason.isNotNull(), F.lit(FAILED))
-        .when(no_envelope, F.lit(PASSTHROUGH))
+        .when(_no_envelope(fields), F.lit(PASSTHROUGH))
         .when(no_fields_sealed, F.lit(OK))
         .when(F.col("key_state").isNull() | (F.col("key_state") == KEY_PENDING), F.lit(PENDING))
         .when((F.col("key_state") == KEY_ERASED) & F.lit(rule.mode == "value"), F.lit(ERASED))
         .otherwise(F.lit(OK))
     )
-    framed = joined.withColumn("reason", reason).withColumn("status", status).withColumn("logical_topic", logical_topic)
-    if rule.mode == "value":
-        opened = ec.open_whole_value(
-            F.col("value"), F.col("dek"), F.col("logical_topic"), F.col("subject").cast("binary")
-        )
-        framed = framed.withColumn("opened", F.when(F.col("status") == OK, opened))
-        not_opened = (F.col("status") == OK) & F.col("opened").isNull()
-        framed = framed.withColumn("status", F.when(not_opened, F.lit(FAILED)).otherwise(F.col("status"))).withColumn(
-            "reason",
-            F.when(
-                (F.col("status") == FAILED) & F.col("reason").isNull(),
-                F.concat(F.lit("integrity check failed: the record was altered, or moved from another topic or subject "
-                               "(bound to topic "), F.col("logical_topic"), F.lit(")")),
-            ).otherwise(F.col("reason")),
-        )  # fmt: skip
-    else:
-        framed = _open_fields(framed, rule, encrypted_only)
+
+
+def _open_whole_values(framed: DataFrame) -> DataFrame:
+    """Whole-value mode: open ``ok`` rows in the JVM; one that does not open fails its integrity check."""
+    opened = ec.open_whole_value(F.col("value"), F.col("dek"), F.col("logical_topic"), F.col("subject").cast("binary"))
+    framed = framed.withColumn("opened", F.when(F.col("status") == OK, opened))
+    not_opened = (F.col("status") == OK) & F.col("opened").isNull()
+    return framed.withColumn("status", F.when(not_opened, F.lit(FAILED)).otherwise(F.col("status"))).withColumn(
+        "reason",
+        F.when(
+            (F.col("status") == FAILED) & F.col("reason").isNull(),
+            F.concat(F.lit("integrity check failed: the record was altered, or moved from another topic or subject "
+                           "(bound to topic "), F.col("logical_topic"), F.lit(")")),
+        ).otherwise(F.col("reason")),
+    )  # fmt: skip
+
+
+def _decrypted_sink_rows(framed: DataFrame, output_topic: Column, erased_value: str) -> DataFrame:
+    """The sink's columns, plus what the jobs need to dead-letter or hold a row (never plaintext for those)."""
     erased_keep = F.lit(erased_value == "null") & (F.col("status") == ERASED)
     value = (
         F.when(F.col("status") == OK, F.col("opened"))

@@ -59,7 +59,7 @@ def test_spark_encrypts_client_decrypts(spark: SparkSession, client_env: ClientE
 
     job = EncryptJob(spark, settings(env, rules, "enc"))
     try:
-        assert job.run()["records"] == {"ok": 32}
+        assert job.run().records == {"ok": 32}
     finally:
         job.close()
 
@@ -100,7 +100,7 @@ def test_client_encrypts_spark_decrypts(spark: SparkSession, client_env: ClientE
     )
     job = DecryptJob(spark, settings(env, decrypt_rules, "dec"))
     try:
-        assert job.run()["records"] == {"ok": 32}
+        assert job.run().records == {"ok": 32}
     finally:
         job.close()
 

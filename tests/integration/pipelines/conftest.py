@@ -18,7 +18,7 @@ from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
 from strongroom.rules import EncryptionRules
-from strongroom.spark.jobs.common import PipelineSettings
+from strongroom.spark.jobs.common import PipelineSettings, ResultT, StreamingJob
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -62,11 +62,10 @@ class PipelineEnv:
         assert producer.flush(30) == 0
 
     @staticmethod
-    def run(job: Any) -> dict[str, Any]:
+    def run(job: StreamingJob[ResultT]) -> ResultT:
         """Run a pipeline job to the end of what is there now, and close it."""
         try:
-            result: dict[str, Any] = job.run()
-            return result
+            return job.run()
         finally:
             job.close()
 

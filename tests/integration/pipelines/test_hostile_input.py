@@ -20,6 +20,7 @@ from strongroom.kms.registry import kms_from_config
 from strongroom.spark.dataframes import decrypt_dataframe
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
+from strongroom.spark.jobs.results import DecryptResult
 
 FIELDS = {"mode": "fields", "fields": ["$.name", "$.email"]}
 MARKED = [("strongroom.enc", b"\x01\x02")]
@@ -62,7 +63,7 @@ def test_hostile_records_are_rejected_by_policy_never_retried_never_written(
     dlq = env.new_topic()
     rules = {"rules": [{"topic": source, **FIELDS, "on_reject": "dead-letter"}]}
     result = env.run(EncryptJob(spark, env.settings(rules, "dlq", dead_letter_topic=dlq)))
-    assert result["records"] == {"ok": 1, "rejected": len(hostile)}
+    assert result.records == {"ok": 1, "rejected": len(hostile)}
     [written] = env.read(f"{source}.enc")
     assert written.key() == b"ok"
     assert b"alice@example.com" not in written.value()
@@ -100,12 +101,12 @@ def test_decrypt_refuses_downgrades_and_disguises_in_both_reader_modes(spark: Sp
     assert producer.flush(10) == 0
     dlq = env.new_topic()
 
-    def decrypt(name: str, **options: Any) -> dict[str, Any]:
+    def decrypt(name: str, **options: Any) -> DecryptResult:
         settings = env.settings({"rules": [{"topic": enc, **FIELDS}]}, name, dead_letter_topic=dlq)
         return env.run(DecryptJob(spark, settings, on_failure="dead-letter", **options))
 
     strict = decrypt("strict")
-    assert strict["records"] == {"ok": 1, "failed": 5}
+    assert strict.records == {"ok": 1, "failed": 5}
     [out] = env.read(f"{topic}.decrypted")
     assert json.loads(out.value())["name"] == "Alice"
     reasons = dead_letters(env, dlq)
@@ -118,7 +119,7 @@ def test_decrypt_refuses_downgrades_and_disguises_in_both_reader_modes(spark: Sp
     # A reader that allows plaintext passes the unmarked plaintext record on, and nothing else.
     out_topic = env.new_topic()
     tolerant = decrypt("tolerant", encrypted_only=False, output_topic=out_topic)
-    assert tolerant["records"] == {"ok": 1, "passthrough": 1, "failed": 4}
+    assert tolerant.records == {"ok": 1, "passthrough": 1, "failed": 4}
     assert sorted(m.key() for m in env.read(out_topic)) == [b"alice", b"unmarked-plaintext"]
     assert "JSON escapes" in dead_letters(env, dlq)[b"escaped-unmarked"]
 

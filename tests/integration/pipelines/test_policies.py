@@ -14,11 +14,12 @@ from pyspark.sql import SparkSession
 from strongroom.errors import PipelineError
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
+from strongroom.spark.jobs.results import DecryptResult, EncryptResult
 
 FIELDS = {"mode": "fields", "fields": ["$.name", "$.email"]}
 
 
-def encrypt(spark: SparkSession, env: Any, topic: str, **rule: Any) -> dict[str, Any]:
+def encrypt(spark: SparkSession, env: Any, topic: str, **rule: Any) -> EncryptResult:
     job = EncryptJob(spark, env.settings({"rules": [{"topic": topic, **rule}]}, "enc"))
     try:
         return job.run()
@@ -27,7 +28,7 @@ def encrypt(spark: SparkSession, env: Any, topic: str, **rule: Any) -> dict[str,
 
 
 def decrypt(spark: SparkSession, env: Any, topic: str, name: str = "dec", settings: dict[str, Any] | None = None,
-            **options: Any) -> dict[str, Any]:  # fmt: skip
+            **options: Any) -> DecryptResult:  # fmt: skip
     job = DecryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, name, **(settings or {})), **options)
     try:
         return job.run()
@@ -54,7 +55,7 @@ def test_encrypt_rejects_bad_records_clearly_and_dead_letters_them(spark: SparkS
         result = job.run()
     finally:
         job.close()
-    assert result["records"] == {"ok": 1, "rejected": 2}
+    assert result.records == {"ok": 1, "rejected": 2}
     assert [m.key() for m in env.read(f"{topic}.enc")] == [b"alice"]
     dead = env.read(dlq)
     assert [m.value() for m in dead] == [b"not json", b"{}"]
@@ -86,7 +87,7 @@ def test_decrypt_failures_fail_dead_letter_or_skip(spark: SparkSession, pipeline
 
     dlq = env.new_topic()
     result = decrypt(spark, env, enc, "dlq", settings={"dead_letter_topic": dlq}, on_failure="dead-letter")
-    assert result["records"] == {"ok": 3, "failed": 2}
+    assert result.records == {"ok": 3, "failed": 2}
     dead = env.read(dlq)
     assert len(dead) == 2
     reason = dict(dead[1].headers())["strongroom.dead-letter.reason"].decode()
@@ -94,7 +95,7 @@ def test_decrypt_failures_fail_dead_letter_or_skip(spark: SparkSession, pipeline
     assert dead[1].value() == good.value(), "dead letters carry the ciphertext unchanged"
 
     result = decrypt(spark, env, enc, "skip", on_failure="skip")
-    assert result["records"] == {"ok": 3, "failed": 2}
+    assert result.records == {"ok": 3, "failed": 2}
 
 
 def test_lost_kek_stops_clearly_and_a_restored_kek_heals_the_running_job(
@@ -116,7 +117,7 @@ def test_lost_kek_stops_clearly_and_a_restored_kek_heals_the_running_job(
     started = time.monotonic()
     result = decrypt(spark, env, enc, "heal", lost_kek_wait_s=120, kek_recheck_s=2)
     restore.join()
-    assert result["records"] == {"ok": 4}
+    assert result.records == {"ok": 4}
     assert 5 < time.monotonic() - started < 120
     assert len(env.read(f"{topic}.decrypted")) == 4
 
@@ -139,8 +140,8 @@ def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkS
     create_keys_topic(env.client, lagging_keys, partitions=3)
 
     first = decrypt(spark, env, enc, "mirror", settings={"keys_topic": lagging_keys})
-    assert first["records"].get("pending") == 12
-    assert first["pending"]["held"] == 12
+    assert first.records.get("pending") == 12
+    assert first.pending.held == 12
     assert env.read(f"{topic}.decrypted", idle=1) == []
 
     # The keys arrive (mirror the keys topic record by record, same partitions).
@@ -157,8 +158,8 @@ def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkS
     consumer.close()
 
     second = decrypt(spark, env, enc, "mirror", settings={"keys_topic": lagging_keys})
-    assert second["pending"]["released"] == 12
-    assert second["pending"]["held"] == 0
+    assert second.pending.released == 12
+    assert second.pending.held == 0
     out = [json.loads(m.value()) for m in env.read(f"{topic}.decrypted")]
     assert sorted(d["seq"] for d in out) == list(range(12))
     by_subject: dict[int, list[int]] = {}

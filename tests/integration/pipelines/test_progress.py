@@ -24,6 +24,7 @@ from strongroom.spark.jobs.common import InputGapPolicy
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.progress import APP_FILE
+from strongroom.spark.jobs.results import DecryptResult, InputGaps
 from strongroom.spark.kafka_sink import SINK_COLUMNS, TransactionalSinkConfig, write_exactly_once
 
 FIELDS = ["$.name", "$.email", "$.address"]
@@ -59,7 +60,7 @@ def test_progress_survives_expired_offsets_and_a_moved_checkpoint(spark: SparkSe
     first = env.settings(fields_rules(topic), "moved")
     encrypt = EncryptJob(spark, first)
     app_id = encrypt.sink.app_id
-    assert env.run(encrypt)["written"] == 40
+    assert env.run(encrypt).written == 40
     recorded = json.loads((Path(first.checkpoint) / APP_FILE).read_text())
     assert recorded == {"app_id": app_id, "kind": "encrypt"}
 
@@ -71,13 +72,13 @@ def test_progress_survives_expired_offsets_and_a_moved_checkpoint(spark: SparkSe
     events += env.produce_events(topic, 20)
     again = EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved)))
     assert again.sink.app_id == app_id
-    assert env.run(again)["written"] == 20
+    assert env.run(again).written == 20
     assert sorted(event_ids(env, f"{topic}.enc")) == sorted(e["event_id"] for e in events)
 
     # A crash after the last batch's transactions committed but before Spark recorded the batch, and
     # expired offsets: nothing can tell what that batch wrote, so the pipeline refuses to guess.
     env.produce_events(topic, 10)
-    assert env.run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved))))["written"] == 10
+    assert env.run(EncryptJob(spark, dataclasses.replace(first, checkpoint=str(moved)))).written == 10
     last = max(int(p.name) for p in (moved / "commits").iterdir() if p.name.isdigit())
     (moved / "commits" / str(last)).unlink()
     forget_group(env, f"strongroom-{app_id}")
@@ -94,14 +95,15 @@ def test_input_that_aged_out_is_counted_reported_and_can_stop_the_job(
     topic = env.new_topic(partitions=1)
     env.produce_events(topic, 30)
     settings = env.settings(fields_rules(topic), "gaps")
-    assert env.run(EncryptJob(spark, settings))["input_gaps"] == {"offsets": 0, "partitions": {}}
+    assert env.run(EncryptJob(spark, settings)).input_gaps == InputGaps({})
     env.produce_events(topic, 30)
     admin = AdminClient(env.client.admin())
     for future in admin.delete_records([TopicPartition(topic, 0, 45)]).values():
         future.result(30)  # retention took offsets 30..44 before the pipeline came back
     result = env.run(EncryptJob(spark, settings))
-    assert result["written"] == 15
-    assert result["input_gaps"] == {"offsets": 15, "partitions": {f"{topic}[0]": 15}}
+    assert result.written == 15
+    assert result.input_gaps == InputGaps({f"{topic}[0]": 15})
+    assert result.input_gaps.offsets == 15
     assert any(r.levelname == "ERROR" and "aged out" in r.getMessage() for r in caplog.records)
 
     env.produce_events(topic, 10)
@@ -142,7 +144,7 @@ def test_one_source_partition_split_over_tasks_is_made_correct_or_refused(
     # The public default repartitions by source partition: every record once, in order.
     careful = TransactionalSinkConfig(env.bootstrap, "split-careful", retry_deadline_s=0)
     [summary] = write_exactly_once(sink_rows(careful_out), careful)
-    assert (summary["written"], summary["next_offset"]) == (200, 200)
+    assert (summary.written, summary.next_offset) == (200, 200)
     assert [m.value() for m in env.read(careful_out)] == [f"v{i}".encode() for i in range(200)]
 
 
@@ -169,7 +171,7 @@ def test_a_killed_runs_open_transaction_is_aborted_by_the_next_start(spark: Spar
     topic = env.new_topic(partitions=2)
     settings = env.settings(fields_rules(topic), "killed", app_id="killed-run")
     env.produce_events(topic, 20)
-    assert env.run(EncryptJob(spark, settings))["written"] == 20
+    assert env.run(EncryptJob(spark, settings)).written == 20
     # What the killed task of partition 1 left behind: records in an open transaction under its transactional id.
     zombie = Producer(
         env.client.producer({"transactional.id": f"strongroom-killed-run-{topic}-1", "transaction.timeout.ms": 300_000})
@@ -205,19 +207,19 @@ def test_parquet_output_writes_files_before_offsets_and_never_overwrites_a_later
     env = pipeline_env
     topic = env.new_topic(partitions=2)
     events = env.produce_events(topic, 40)
-    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 40
+    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc"))).written == 40
     output = tmp_path / "parquet"
     dec_rules = fields_rules(f"{topic}.enc")
 
-    def decrypt(name: str) -> dict[str, Any]:
+    def decrypt(name: str) -> DecryptResult:
         job = DecryptJob(spark, env.settings(dec_rules, name, app_id="pq"), output="parquet", output_path=str(output))
         return env.run(job)
 
-    assert decrypt("pq1")["records"] == {"ok": 40}
+    assert decrypt("pq1").records == {"ok": 40}
     events += env.produce_events(topic, 20)
-    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc")))["written"] == 20
+    assert env.run(EncryptJob(spark, env.settings(fields_rules(topic), "penc"))).written == 20
     # The decrypt checkpoint is lost: batch ids start again at 0, the offsets in Kafka still say what was done.
-    assert decrypt("pq2-new-checkpoint")["records"] == {"ok": 20}
+    assert decrypt("pq2-new-checkpoint").records == {"ok": 20}
     directories = sorted(p.name for p in output.iterdir() if p.name.startswith("batch_id="))
     assert len(directories) == 2
     assert all(d.startswith("batch_id=0-") for d in directories)

@@ -56,7 +56,7 @@ def test_kms_down_for_30s_the_pipelines_wait_and_resume(spark: SparkSession, pip
             job.close()
         restart.join()
         assert time.monotonic() - started >= 30, "the job waited for the KMS"
-        assert result["records"] == {"ok": 200}
+        assert result.records == {"ok": 200}
         out = env.read(f"{topic}.enc")
         assert len(out) == 200
         assert not any(b"@example.com" in m.value() for m in out)
@@ -73,7 +73,7 @@ def test_kms_down_for_30s_the_pipelines_wait_and_resume(spark: SparkSession, pip
         finally:
             dec.close()
         restart.join()
-        assert dresult["records"] == {"ok": 200}
+        assert dresult.records == {"ok": 200}
         docs = {json.loads(m.value())["event_id"]: json.loads(m.value()) for m in env.read(f"{topic}.decrypted")}
         assert docs == {e["event_id"]: e for e in events}
     finally:

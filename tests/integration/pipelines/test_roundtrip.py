@@ -24,8 +24,8 @@ def test_fields_roundtrip_erasure_keeps_non_pii(spark: SparkSession, pipeline_en
         result = job.run()
     finally:
         job.close()
-    assert result["records"] == {"ok": 60}
-    assert result["keys"]["created"] == 6
+    assert result.records == {"ok": 60}
+    assert result.keys["created"] == 6
     encrypted = env.read(f"{topic}.enc")
     assert len(encrypted) == 60
     for msg in encrypted:
@@ -45,7 +45,7 @@ def test_fields_roundtrip_erasure_keeps_non_pii(spark: SparkSession, pipeline_en
         out = dec.run()
     finally:
         dec.close()
-    assert out["records"] == {"ok": 60}
+    assert out.records == {"ok": 60}
     decrypted = [json.loads(m.value()) for m in env.read(f"{topic}.decrypted")]
     assert len(decrypted) == 60
     by_event = {e["event_id"]: e for e in events}
@@ -79,7 +79,7 @@ def test_value_mode_erased_records_dropped(spark: SparkSession, pipeline_env: An
     finally:
         dec.close()
     victim_count = sum(1 for e in events if e["customer_id"] == victim)
-    assert out["records"] == {"ok": 20 - victim_count, "erased": victim_count}
+    assert out.records == {"ok": 20 - victim_count, "erased": victim_count}
     docs = [json.loads(m.value()) for m in env.read(f"{topic}.decrypted")]
     assert len(docs) == 20 - victim_count
     assert all(d["customer_id"] != victim for d in docs)

@@ -64,12 +64,12 @@ def test_replayed_batches_are_written_once(
     )
     config = TransactionalSinkConfig(bootstrap, unique_name("sink"))
     first = write_exactly_once(sink_frame(df, dst), config)
-    assert sum(r["written"] for r in first) == 900
-    assert sum(r["statuses"].get("dropped", 0) for r in first) == 100
+    assert sum(r.written for r in first) == 900
+    assert sum(r.statuses.get("dropped", 0) for r in first) == 100
     # A replay (the same batch after a crash, or a lost checkpoint restarting from the earliest offset)
     again = write_exactly_once(sink_frame(df, dst), config)
-    assert sum(r["written"] for r in again) == 0
-    assert sum(r["replayed_skipped"] for r in again) == 1000
+    assert sum(r.written for r in again) == 0
+    assert sum(r.replayed_skipped for r in again) == 1000
 
     records = read_committed(bootstrap, dst, 3)
     assert len(records) == 900

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -22,11 +22,13 @@ from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.kafka.transport import log_starts, new_admin, topic_partitions
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_progress
-from strongroom.spark.kafka_sink import RowTransform, TransactionalSinkConfig, write_exactly_once
+from strongroom.spark.jobs.results import InputGaps, PipelineResult
+from strongroom.spark.kafka_sink import PartitionSummary, RowTransform, TransactionalSinkConfig, write_exactly_once
 from strongroom.spark.session import jvm_log
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ResultT = TypeVar("ResultT", bound=PipelineResult)
 # py4j logs every exception a foreachBatch callback raises, traceback and all; the jobs re-raise
 # those exceptions themselves as one clear error, so py4j's copy would only be noise on stderr.
 logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
@@ -156,7 +158,7 @@ def source_partitions(client: ClientConfig, rules: EncryptionRules) -> list[tupl
     )
 
 
-def input_gaps(client: ClientConfig, summaries: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], int]:
+def input_gaps(client: ClientConfig, summaries: Iterable[PartitionSummary]) -> dict[tuple[str, int], int]:
     """Offsets each source partition lost before this batch read it: between where the pipeline had got
     to (the group's committed offset) and the first record it read, those now below the log start.
 
@@ -164,9 +166,9 @@ def input_gaps(client: ClientConfig, summaries: Iterable[Mapping[str, Any]]) -> 
     not losses.
     """
     behind = {
-        (s["src_topic"], int(s["src_partition"])): (int(s["group_offset"]), int(s["first_offset"]))
+        s.source_partition: (s.group_offset, s.first_offset)
         for s in summaries
-        if s.get("group_offset") is not None and 0 <= int(s["group_offset"]) < int(s["first_offset"])
+        if s.group_offset is not None and 0 <= s.group_offset < s.first_offset
     }
     if not behind:
         return {}
@@ -222,36 +224,35 @@ class Counters:
         for status, n in counts.items():
             self.by_status[status] = self.by_status.get(status, 0) + int(n)
 
-    def add_summaries(self, summaries: Iterable[Mapping[str, Any]]) -> None:
+    def add_summaries(self, summaries: Iterable[PartitionSummary]) -> None:
         for s in summaries:
-            self.written += int(s["written"])
-            self.replayed_skipped += int(s["replayed_skipped"])
+            self.written += s.written
+            self.replayed_skipped += s.replayed_skipped
 
-    def add_batch(self, summaries: list[dict[str, Any]]) -> None:
+    def add_batch(self, summaries: list[PartitionSummary]) -> None:
         """Count one written batch from the sink's per-partition summaries."""
         self.batches += 1
         for summary in summaries:
-            self.add_statuses(summary["statuses"])
+            self.add_statuses(summary.statuses)
         self.add_summaries(summaries)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "batches": self.batches,
-            "records": dict(sorted(self.by_status.items())),
-            "written": self.written,
-            "replayed_skipped": self.replayed_skipped,
-            "input_gaps": {
-                "offsets": sum(self.input_gaps.values()),
-                "partitions": dict(sorted(self.input_gaps.items())),
-            },
-            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
-        }
+    def snapshot(self) -> PipelineResult:
+        """The counters as they are now (they keep counting; the result does not change)."""
+        return PipelineResult(
+            batches=self.batches,
+            records=dict(sorted(self.by_status.items())),
+            written=self.written,
+            replayed_skipped=self.replayed_skipped,
+            input_gaps=InputGaps(dict(sorted(self.input_gaps.items()))),
+            seconds={k: round(v, 2) for k, v in self.seconds.items()},
+        )
 
 
-class StreamingJob:
+class StreamingJob(Generic[ResultT]):
     """The life cycle both pipelines share: a ``foreachBatch`` query over the Kafka source.
 
-    Subclasses set ``kind``, build :meth:`source` and implement :meth:`process_batch`, storing any
+    Subclasses set ``kind``, build :meth:`source`, say what they report (:meth:`result`, a
+    :class:`~strongroom.spark.jobs.results.PipelineResult`) and implement :meth:`process_batch`, storing any
     :class:`~strongroom.errors.StrongroomError` they raise in ``self.error`` so :meth:`run` can re-raise
     the original instead of Spark's wrapped copy.
     """
@@ -300,13 +301,14 @@ class StreamingJob:
                 if cached is not None:
                     cached.unpersist()
 
-    def result(self) -> dict[str, Any]:
-        return self.counters.to_dict()
+    def result(self) -> ResultT:
+        """What the job reports so far: its counters (``self.counters.snapshot()``) and its own figures."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Release what the job holds (key tables, producers)."""
 
-    def write_batch(self, frame: DataFrame, transform: RowTransform | None = None) -> list[dict[str, Any]]:
+    def write_batch(self, frame: DataFrame, transform: RowTransform | None = None) -> list[PartitionSummary]:
         """Write one micro-batch exactly once (the Kafka source gives one task per partition), count it,
         and check it for input that aged out before it was read. When the write stops (a fatal record, a
         transform that failed), the transactions other tasks left open are aborted at once, so readers
@@ -332,7 +334,7 @@ class StreamingJob:
         if aborted:
             log.info("aborted the open transactions of %d source partitions", aborted)
 
-    def _check_input_gaps(self, summaries: list[dict[str, Any]]) -> None:
+    def _check_input_gaps(self, summaries: list[PartitionSummary]) -> None:
         gaps = input_gaps(self.settings.client, summaries)
         if not gaps:
             return
@@ -383,8 +385,8 @@ class StreamingJob:
         if interrupted:
             self.abort_open_transactions()
 
-    def run(self) -> dict[str, Any]:
-        """Process everything available now, then stop; returns the counters."""
+    def run(self) -> ResultT:
+        """Process everything available now, then stop; returns :meth:`result`."""
         query = self.start()
         try:
             query.awaitTermination()

@@ -59,6 +59,7 @@ from strongroom.spark.jobs.common import (
     wait_out_kms_outage,
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
+from strongroom.spark.jobs.results import DecryptResult
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
@@ -90,7 +91,7 @@ class DecryptOutput(StrEnum):
     CONSOLE = "console"  # printed (at least once)
 
 
-class DecryptJob(StreamingJob):
+class DecryptJob(StreamingJob[DecryptResult]):
     """Thin I/O shell around :class:`~strongroom.spark.row_transforms.DecryptRows` (Kafka output) and
     :func:`~strongroom.spark.kafka_sink.transformed` (Parquet, console); the session is passed in."""
 
@@ -112,7 +113,7 @@ class DecryptJob(StreamingJob):
         topic_map: dict[str, str] | None = None,
         max_pending: int = 100_000,
         pending_timeout_s: float = 600.0,
-        on_batch: Callable[[int, dict[str, Any]], None] | None = None,
+        on_batch: Callable[[int, DecryptResult], None] | None = None,
         encrypted_only: bool = True,
     ) -> None:
         from strongroom.keys.table import KeyTable
@@ -164,8 +165,8 @@ class DecryptJob(StreamingJob):
             subscription["subscribePattern"] = f"(?:{subscription['subscribePattern']})|{READERS_TOPIC_DEFAULT}"
         return kafka_stream(self.spark, self.settings, subscription)
 
-    def result(self) -> dict[str, Any]:
-        return {**self.counters.to_dict(), "pending": {**self.pending.stats, "held": self.pending.count}}
+    def result(self) -> DecryptResult:
+        return DecryptResult.of(self.counters.snapshot(), pending=self.pending.snapshot())
 
     def close(self) -> None:
         self.service.close()
@@ -323,66 +324,63 @@ class DecryptJob(StreamingJob):
 
     # ------------------------------------------------------------------ releasing held records
     def _release_pending(self, batch_id: int) -> None:
+        """Release the held subjects whose keys arrived (or whose records timed out), in one transaction."""
         if not self.pending.count:
             return
-        from strongroom.keys.errors import KeyNotYetAvailable
-
-        rules = self.settings.rules
-
-        def resolve(record: HeldRecord) -> tuple[str, Any] | None:
-            rule = rules.rules[record.rule]
-            topic = self.topic_map.get(record.src_topic, record.src_topic)
-            ctx = RecordContext(topic, record.subject.encode("utf-8"))
-            lookup = self.table.key_lookup_for(record.subject)
-            try:
-                if rule.mode == "fields":
-                    opened = decrypt_json_fields(
-                        record.value or b"", lookup, ctx, on_erased="null", expect_encrypted=rule.fields
-                    )
-                    return (OK, opened)
-                return (OK, decrypt_value(record.value or b"", lookup, ctx))
-            except SubjectErased:
-                return (ERASED, None)
-            except (KmsUnavailable, KeyNotYetAvailable):
-                return None
-            except (EnvelopeError, KmsError, KeysError) as exc:
-                return (FAILED, str(exc))
-
-        def emit(producer: Any, items: Iterable[tuple[HeldRecord, str, Any]]) -> None:
-            for record, status, payload in items:
-                out_topic = self.output_topic_for(record.src_topic)
-                headers = [(k, v) for k, v in record.headers if k != "strongroom.enc"]
-                if status == OK:
-                    producer.produce(
-                        out_topic, key=record.key, value=payload, headers=headers, timestamp=record.timestamp_ms or 0
-                    )
-                elif status == ERASED and self.erased == "mark":
-                    producer.produce(
-                        out_topic, key=record.key, value=None, headers=[*headers, ("strongroom.erased", b"1")]
-                    )
-                elif status in (FAILED, "timed-out") and self.settings.dead_letter_topic:
-                    reason = str(payload).encode()
-                    producer.produce(
-                        self.settings.dead_letter_topic, key=record.key, value=record.value,
-                        headers=[*record.headers, ("strongroom.dead-letter.reason", reason)],
-                    )  # fmt: skip
-                elif status == FAILED and self.on_failure == "fail":
-                    raise PipelineError(
-                        f"cannot decrypt held record {record.src_topic}[{record.src_partition}]@{record.src_offset}: "
-                        f"{payload}",
-                        hint="restore the KEK or rerun with --on-failure dead-letter/skip",
-                    )
-
         if self.output != "kafka":
             raise PipelineError(
                 f"{self.pending.count} records wait for keys, and releasing them is only supported for Kafka output",
                 hint="decrypt to Kafka, or wait until the keys topic has caught up",
             )
-        result = self.pending.release(resolve, emit, self.settings.dead_letter_topic)
-        if result["released"] or result["timed_out"]:
-            log.info(
-                "batch %d: released %d held records, %d timed out", batch_id, result["released"], result["timed_out"]
-            )
+        done = self.pending.release(self._resolve_held, self._emit_released, self.settings.dead_letter_topic)
+        if done.released or done.timed_out:
+            log.info("batch %d: released %d held records, %d timed out", batch_id, done.released, done.timed_out)
+
+    def _resolve_held(self, record: HeldRecord) -> tuple[str, Any] | None:
+        """A held record opened on the driver: ``(status, value or reason)``, or None while its key is unknown."""
+        from strongroom.keys.errors import KeyNotYetAvailable
+
+        rule = self.settings.rules.rules[record.rule]
+        topic = self.topic_map.get(record.src_topic, record.src_topic)
+        ctx = RecordContext(topic, record.subject.encode("utf-8"))
+        lookup = self.table.key_lookup_for(record.subject)
+        try:
+            if rule.mode == "fields":
+                opened = decrypt_json_fields(
+                    record.value or b"", lookup, ctx, on_erased="null", expect_encrypted=rule.fields
+                )
+                return (OK, opened)
+            return (OK, decrypt_value(record.value or b"", lookup, ctx))
+        except SubjectErased:
+            return (ERASED, None)
+        except (KmsUnavailable, KeyNotYetAvailable):
+            return None
+        except (EnvelopeError, KmsError, KeysError) as exc:
+            return (FAILED, str(exc))
+
+    def _emit_released(self, producer: Any, items: Iterable[tuple[HeldRecord, str, Any]]) -> None:
+        """Produce released records into the release transaction, per the erased and failure policies."""
+        for record, status, payload in items:
+            out_topic = self.output_topic_for(record.src_topic)
+            headers = [(k, v) for k, v in record.headers if k != "strongroom.enc"]
+            if status == OK:
+                producer.produce(
+                    out_topic, key=record.key, value=payload, headers=headers, timestamp=record.timestamp_ms or 0
+                )
+            elif status == ERASED and self.erased == "mark":
+                producer.produce(out_topic, key=record.key, value=None, headers=[*headers, ("strongroom.erased", b"1")])
+            elif status in (FAILED, "timed-out") and self.settings.dead_letter_topic:
+                reason = str(payload).encode()
+                producer.produce(
+                    self.settings.dead_letter_topic, key=record.key, value=record.value,
+                    headers=[*record.headers, ("strongroom.dead-letter.reason", reason)],
+                )  # fmt: skip
+            elif status == FAILED and self.on_failure == "fail":
+                raise PipelineError(
+                    f"cannot decrypt held record {record.src_topic}[{record.src_partition}]@{record.src_offset}: "
+                    f"{payload}",
+                    hint="restore the KEK or rerun with --on-failure dead-letter/skip",
+                )
 
 
 def _at_or_after(done: dict[tuple[str, int], int]) -> Any:

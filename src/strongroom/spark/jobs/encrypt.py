@@ -42,13 +42,14 @@ from strongroom.spark.jobs.common import (
     source_rows,
     wait_out_kms_outage,
 )
+from strongroom.spark.jobs.results import EncryptResult
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
 
 log = logging.getLogger(__name__)
 
 
-class EncryptJob(StreamingJob):
+class EncryptJob(StreamingJob[EncryptResult]):
     """Thin I/O shell around :class:`~strongroom.spark.row_transforms.EncryptRows`; the session is passed in."""
 
     kind = "encrypt"
@@ -62,7 +63,7 @@ class EncryptJob(StreamingJob):
         kms: Kms | None = None,
         kek_alias: str = "strongroom-subjects",
         post_erasure: str = "unreadable",
-        on_batch: Callable[[int, dict[str, Any]], None] | None = None,
+        on_batch: Callable[[int, EncryptResult], None] | None = None,
     ) -> None:
         from strongroom.keys.cache import KeyCache
         from strongroom.keys.manager import KeyManager
@@ -90,8 +91,8 @@ class EncryptJob(StreamingJob):
     def source(self) -> DataFrame:
         return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
 
-    def result(self) -> dict[str, Any]:
-        return {**self.counters.to_dict(), "keys": self.key_cache.stats()}
+    def result(self) -> EncryptResult:
+        return EncryptResult.of(self.counters.snapshot(), keys=self.key_cache.stats())
 
     def close(self) -> None:
         self.service.close()

@@ -33,6 +33,7 @@ from typing import Any
 from strongroom.errors import PipelineError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
+from strongroom.spark.jobs.results import PendingStats
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,14 @@ class HeldRecord:
     headers: list[tuple[str, bytes]]
 
 
+@dataclass(frozen=True)
+class Released:
+    """What one release wrote: records released (decrypted, erased or failed) and records timed out."""
+
+    released: int
+    timed_out: int
+
+
 def pending_topic_for(app_id: str) -> str:
     return f"strongroom-{app_id}-pending"
 
@@ -88,7 +97,9 @@ class PendingBuffer:
         self._released: set[int] = set()
         self._position = 0
         self._producer: Any = None
-        self.stats = {"buffered": 0, "released": 0, "timed_out": 0}
+        self._buffered = 0
+        self._released_total = 0
+        self._timed_out_total = 0
         self._ensure_topic()
         self._load()
 
@@ -182,7 +193,7 @@ class PendingBuffer:
         )
         self.held.setdefault(record.subject, deque()).append(record)
         self.count += 1
-        self.stats["buffered"] += 1
+        self._buffered += 1
 
     def _drop(self, buffer_offset: int) -> None:
         for subject, queue in list(self.held.items()):
@@ -196,13 +207,17 @@ class PendingBuffer:
     def held_subjects(self) -> set[str]:
         return set(self.held)
 
+    def snapshot(self) -> PendingStats:
+        """Records buffered, released and timed out since the driver started, and held now."""
+        return PendingStats(self._buffered, self._released_total, self._timed_out_total, self.count)
+
     # ------------------------------------------------------------------ releasing
     def release(
         self,
         resolve: Callable[[HeldRecord], tuple[str, Any] | None],
         emit: Callable[[Any, Iterable[tuple[HeldRecord, str, Any]]], None],
         dead_letter_topic: str | None,
-    ) -> dict[str, int]:
+    ) -> Released:
         """Release every subject whose first held record now resolves, and time out old records.
 
         ``resolve(record)`` returns None while the key is still unknown, else ``(status, payload)``
@@ -229,7 +244,7 @@ class PendingBuffer:
                 status, payload = resolve(record) or ("timed-out", "key vanished during release")
                 ready.append((record, status, payload))
         if not ready:
-            return {"released": 0, "timed_out": 0}
+            return Released(0, 0)
         released = [r.buffer_offset for r, _, _ in ready]
         producer = self._transactional_producer()
         producer.begin_transaction()
@@ -248,9 +263,9 @@ class PendingBuffer:
         for offset in released:
             self._released.add(offset)
             self._drop(offset)
-        self.stats["released"] += len(ready) - timed_out
-        self.stats["timed_out"] += timed_out
-        return {"released": len(ready) - timed_out, "timed_out": timed_out}
+        self._released_total += len(ready) - timed_out
+        self._timed_out_total += timed_out
+        return Released(len(ready) - timed_out, timed_out)
 
     def _commit_group(self, producer: Any, next_offset: int) -> None:
         from confluent_kafka import TopicPartition
