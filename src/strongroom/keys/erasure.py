@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from strongroom.errors import ConfigError, StrongroomError
@@ -102,64 +102,83 @@ def erase(
     Raises :class:`ErasureFailed` if a write is not acknowledged; everything written so far stays, and
     running the same erasure again completes it.
     """
+    wanted = _checked_subjects(subjects)
+    reason = _checked_reason(reason)
+    # the request, stamped on each subject's marker (its subject is filled in per marker)
+    request = ErasureMarker("", str(uuid.uuid4()), requested_by or user_name(), reason, now_ms())
+    keys_topic = KeysTopic(client, topic)
+    keys_topic.check_written_layout()
+    with KeysWriter(client, topic) as writer:
+        placed = _write_markers(writer, keys_topic, wanted, request, timeout)
+        live = _live_keys_below_markers(keys_topic, placed, timeout, progress)
+        _write_tombstones(writer, placed, live, timeout)
+    return ErasureReceipt(
+        request_id=request.request_id,
+        requested_by=request.requested_by,
+        reason=reason,
+        requested_at=iso(request.requested_at_ms),
+        keys_topic=topic,
+        subjects=[_subject_erasure(s, placed[s], live.get(s, [])) for s in wanted],
+        status="pending-verification",
+        compaction_deadline=_compaction_deadline(keys_topic),
+        verify_with="strongroom erasure status " + (" ".join(wanted) if len(wanted) <= 5 else "--all"),
+    )
+
+
+def _checked_subjects(subjects: Iterable[str]) -> list[str]:
+    """The distinct subjects to erase, in order; none, or one that is not a valid subject, is refused."""
     wanted = list(dict.fromkeys(subjects))
     if not wanted:
         raise ConfigError("no subjects to erase", hint="name subjects as arguments or with --from-file")
     for subject in wanted:
         check_subject(subject)
+    return wanted
+
+
+def _checked_reason(reason: str) -> str:
     if not reason or not reason.strip():
         raise ConfigError("an erasure needs a reason (it is recorded with the request)", hint='pass --reason "..."')
-    requested_by = requested_by or user_name()
-    request_id = str(uuid.uuid4())
-    requested_at = now_ms()
-    keys_topic = KeysTopic(client, topic)
-    keys_topic.check_written_layout()
+    return reason.strip()
 
-    with KeysWriter(client, topic) as writer:
-        # 1. markers, durable before anything else
-        markers = [
-            (keys_topic.partition_of(s), ErasureMarker(s, request_id, requested_by, reason.strip(), requested_at))
-            for s in wanted
-        ]
-        offsets = writer.write(markers, error=ErasureFailed, timeout=timeout)
-        placed = {s: (p, o) for s, (p, _), o in zip(wanted, markers, offsets, strict=True)}
 
-        # 2. every live key record of the subject below its marker
-        live = _live_keys_below_markers(keys_topic, placed, timeout, progress)
-        tombstones = [
-            (placed[subject][0], SubjectKeyTombstone(subject, key_id))
-            for subject, key_ids in live.items()
-            for key_id in key_ids
-        ]
-        if tombstones:
-            writer.write(tombstones, error=ErasureFailed, timeout=timeout)
+def _write_markers(
+    writer: KeysWriter, keys_topic: KeysTopic, wanted: list[str], request: ErasureMarker, timeout: float
+) -> dict[str, tuple[int, int]]:
+    """Each subject's erasure marker, durable before anything else: subject -> (partition, marker offset)."""
+    markers = [(keys_topic.partition_of(s), replace(request, subject=s)) for s in wanted]
+    offsets = writer.write(markers, error=ErasureFailed, timeout=timeout)
+    return {s: (p, o) for s, (p, _), o in zip(wanted, markers, offsets, strict=True)}
 
-    deadline: str | None = None
-    try:
-        deadline = iso(now_ms() + erasure_deadline_ms(keys_topic.config()))
-    except StrongroomError:
-        deadline = None
-    result = [
-        SubjectErasure(
-            subject=s,
-            partition=placed[s][0],
-            marker_offset=placed[s][1],
-            keys_tombstoned=len(live.get(s, [])),
-            key_ids=[k.hex() for k in live.get(s, [])],
-            note="" if live.get(s) else NO_KEYS_NOTE,
-        )
-        for s in wanted
+
+def _write_tombstones(
+    writer: KeysWriter, placed: dict[str, tuple[int, int]], live: dict[str, list[bytes]], timeout: float
+) -> None:
+    """A tombstone for every live key record of each subject below its marker, in the marker's partition."""
+    tombstones = [
+        (placed[subject][0], SubjectKeyTombstone(subject, key_id))
+        for subject, key_ids in live.items()
+        for key_id in key_ids
     ]
-    return ErasureReceipt(
-        request_id=request_id,
-        requested_by=requested_by,
-        reason=reason.strip(),
-        requested_at=iso(requested_at),
-        keys_topic=topic,
-        subjects=result,
-        status="pending-verification",
-        compaction_deadline=deadline,
-        verify_with="strongroom erasure status " + (" ".join(wanted) if len(wanted) <= 5 else "--all"),
+    if tombstones:
+        writer.write(tombstones, error=ErasureFailed, timeout=timeout)
+
+
+def _compaction_deadline(keys_topic: KeysTopic) -> str | None:
+    """When compaction must have removed the tombstoned records, from the keys topic's configs (None if unknown)."""
+    try:
+        return iso(now_ms() + erasure_deadline_ms(keys_topic.config()))
+    except StrongroomError:
+        return None
+
+
+def _subject_erasure(subject: str, placed: tuple[int, int], key_ids: list[bytes]) -> SubjectErasure:
+    return SubjectErasure(
+        subject=subject,
+        partition=placed[0],
+        marker_offset=placed[1],
+        keys_tombstoned=len(key_ids),
+        key_ids=[k.hex() for k in key_ids],
+        note="" if key_ids else NO_KEYS_NOTE,
     )
 
 

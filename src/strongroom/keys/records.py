@@ -237,38 +237,11 @@ def _dumps(value: dict[str, Any]) -> bytes:
 def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
     """The (message key, value) of a record; tombstones have a None value."""
     if isinstance(record, SubjectKeyRecord):
-        subject = check_subject(record.subject)
-        kek_ref = record.kek_ref.encode("utf-8")
-        packed = b"".join(
-            (
-                _SK_HEAD.pack(
-                    SK_VALUE_V1, SK_ALG_IDS[record.alg], record.created_ms, record.key_id, record.wk_id,
-                    len(record.wrapped_sk),
-                ),
-                record.wrapped_sk,
-                _U16.pack(len(subject)),
-                subject,
-                _U16.pack(len(kek_ref)),
-                kek_ref,
-            )
-        )  # fmt: skip
-        return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", record.key_id)), packed
+        return _subject_key_message(record)
     if isinstance(record, SubjectKeyTombstone):
         return subject_key_message_key(record.subject, record.key_id), None
     if isinstance(record, WrappingKeyRecord):
-        value = {
-            "v": VALUE_VERSION,
-            "type": "wrapping-key",
-            "wk_id": record.wk_id.hex(),
-            "edek": record.edek.to_dict(),
-            "kek_ref": record.kek_ref,
-            "created": record.created_ms,
-        }
-        if record.edek.context:
-            if record.edek.context != wk_edek_context(record.wk_id):
-                raise ValueError("a wrapping key's EDEK is bound to its own WK id or to nothing")
-            value["edek_binding"] = WK_EDEK_BINDING
-        return wrapping_key_message_key(record.wk_id), _dumps(value)
+        return wrapping_key_message_key(record.wk_id), _wrapping_key_value(record)
     if isinstance(record, WrappingKeyTombstone):
         return wrapping_key_message_key(record.wk_id), None
     if isinstance(record, ErasureMarker):
@@ -301,6 +274,43 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
     raise TypeError(f"not a keys-topic record: {type(record).__name__}")
+
+
+def _subject_key_message(record: SubjectKeyRecord) -> tuple[bytes, bytes]:
+    """A subject key's message: key ``prefix ‖ subject ‖ 0 ‖ key id``, value the packed binary layout."""
+    subject = check_subject(record.subject)
+    kek_ref = record.kek_ref.encode("utf-8")
+    packed = b"".join(
+        (
+            _SK_HEAD.pack(
+                SK_VALUE_V1, SK_ALG_IDS[record.alg], record.created_ms, record.key_id, record.wk_id,
+                len(record.wrapped_sk),
+            ),
+            record.wrapped_sk,
+            _U16.pack(len(subject)),
+            subject,
+            _U16.pack(len(kek_ref)),
+            kek_ref,
+        )
+    )  # fmt: skip
+    return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", record.key_id)), packed
+
+
+def _wrapping_key_value(record: WrappingKeyRecord) -> bytes:
+    """A wrapping key's JSON value; a bound EDEK says so (``edek_binding``), bound only to its own WK id."""
+    value = {
+        "v": VALUE_VERSION,
+        "type": "wrapping-key",
+        "wk_id": record.wk_id.hex(),
+        "edek": record.edek.to_dict(),
+        "kek_ref": record.kek_ref,
+        "created": record.created_ms,
+    }
+    if record.edek.context:
+        if record.edek.context != wk_edek_context(record.wk_id):
+            raise ValueError("a wrapping key's EDEK is bound to its own WK id or to nothing")
+        value["edek_binding"] = WK_EDEK_BINDING
+    return _dumps(value)
 
 
 def _check_wk_id(wk_id: bytes) -> bytes:

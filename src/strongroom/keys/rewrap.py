@@ -118,7 +118,6 @@ def rewrap(
 ) -> RewrapReport:
     """Rewrap every wrapping key of ``topic`` (see the module docstring). Raises :class:`RewrapFailed`
     after doing everything it could when some wrapping keys failed (the report is on the exception)."""
-    keys_topic = KeysTopic(client, topic)
     target_id = kms.resolve_alias(to_kek_alias) if to_kek_alias else None
     report = RewrapReport(target_kek=None if target_id is None else f"{kms.name}:{target_id}")
 
@@ -126,9 +125,27 @@ def rewrap(
         if progress is not None:
             progress("reading wrapping keys", done, total)
 
-    found = read_wrapping_keys(keys_topic, timeout, scanned)
+    found = read_wrapping_keys(KeysTopic(client, topic), timeout, scanned)
     report.wrapping_keys = len(found)
     report.versions_before = _versions(kms, [wk for _, wk in found.values()])
+    todo = _to_rewrap(kms, found, target_id, report)
+    after = {wk.wk_id: wk for _, wk in found.values()}
+    if not dry_run and todo:
+        after.update(_write_rewrapped(client, topic, kms, todo, report, batch_size, timeout, progress))
+    report.versions_after = _versions(kms, list(after.values()))
+    report.retire = _retire_advice(report.versions_after)
+    if report.failed:
+        error = RewrapFailed(f"{len(report.failed)} of {report.wrapping_keys} wrapping keys could not be rewrapped")
+        error.report = report  # type: ignore[attr-defined]
+        raise error
+    return report
+
+
+def _to_rewrap(
+    kms: Kms, found: dict[bytes, tuple[int, WrappingKeyRecord]], target_id: str | None, report: RewrapReport
+) -> list[tuple[int, WrappingKeyRecord, str]]:
+    """The wrapping keys to rewrap, each with its partition and target KEK; the others are counted as
+    skipped (already at the target's current version and bound) or failed (another KMS, KMS errors)."""
     current: dict[str, int | None] = {}
 
     def current_version(kek_id: str) -> int | None:
@@ -154,27 +171,32 @@ def rewrap(
             report.skipped += 1
             continue
         todo.append((partition, wk, target))
+    return todo
 
-    after = {wk.wk_id: wk for _, wk in found.values()}
-    if not dry_run and todo:
-        with KeysWriter(client, topic) as writer:
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start : start + batch_size]
-                rewritten = _rewrap_chunk(kms, chunk, report)
-                if rewritten:
-                    writer.write(rewritten, error=RewrapFailed, timeout=timeout)
-                    for _, record in rewritten:
-                        after[record.wk_id] = record
-                    report.rewrapped += len(rewritten)
-                if progress is not None:
-                    progress("rewrapping", start + len(chunk), len(todo))
-    report.versions_after = _versions(kms, list(after.values()))
-    report.retire = _retire_advice(report.versions_after)
-    if report.failed:
-        error = RewrapFailed(f"{len(report.failed)} of {report.wrapping_keys} wrapping keys could not be rewrapped")
-        error.report = report  # type: ignore[attr-defined]
-        raise error
-    return report
+
+def _write_rewrapped(
+    client: ClientConfig,
+    topic: str,
+    kms: Kms,
+    todo: list[tuple[int, WrappingKeyRecord, str]],
+    report: RewrapReport,
+    batch_size: int,
+    timeout: float,
+    progress: Callable[[str, int, int], None] | None,
+) -> dict[bytes, WrappingKeyRecord]:
+    """Rewrap ``todo`` in chunks and write each chunk's new records; returns them by wrapping-key id."""
+    written: dict[bytes, WrappingKeyRecord] = {}
+    with KeysWriter(client, topic) as writer:
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            rewritten = _rewrap_chunk(kms, chunk, report)
+            if rewritten:
+                writer.write(rewritten, error=RewrapFailed, timeout=timeout)
+                written.update((record.wk_id, record) for _, record in rewritten)
+                report.rewrapped += len(rewritten)
+            if progress is not None:
+                progress("rewrapping", start + len(chunk), len(todo))
+    return written
 
 
 def _rewrap_chunk(

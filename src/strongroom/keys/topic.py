@@ -283,14 +283,7 @@ class KeysTopic:
             {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
         )
         try:
-            ends: dict[int, int] = {}
-            total = 0
-            for p in wanted:
-                low, high = watermarks(consumer, self.name, p, timeout=15.0)
-                end = high if end_offsets is None or p not in end_offsets else min(end_offsets[p], high)
-                if end > low:
-                    ends[p] = end
-                    total += end - low
+            ends, total = self._scan_ends(consumer, wanted, end_offsets)
             if not ends:
                 return
             consumer.assign([TopicPartition(self.name, p, OFFSET_BEGINNING) for p in ends])
@@ -302,33 +295,51 @@ class KeysTopic:
                         f"scanning keys topic {self.name!r} did not reach the end of partitions "
                         f"{sorted(ends)} within {timeout:.0f}s"
                     )
-                for msg in consumer.consume(1000, 0.5):
-                    err = msg.error()
-                    if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
-                        if err.fatal():
-                            raise KafkaError(f"reading keys topic {self.name!r} failed: {err}")
-                        log.warning("reading keys topic %s: %s (retrying)", self.name, err)
-                        continue
-                    partition, offset = msg.partition(), msg.offset()
-                    if partition is None or offset is None or partition not in ends:
-                        continue
-                    end = ends[partition]
-                    if err is not None:  # end of partition: nothing more to read there now
-                        if offset >= end:
-                            del ends[partition]
-                        continue
-                    if offset >= end:  # the records just below the end were compacted away
-                        del ends[partition]
-                        continue
+                for record in self._scan_fetch(consumer, ends):
                     done += 1
-                    _, timestamp = msg.timestamp()
-                    yield RawRecord(partition, offset, timestamp, msg.key(), msg.value())
-                    if offset >= end - 1:
-                        del ends[partition]
+                    yield record
                 if progress is not None:
                     progress(done, total)
         finally:
             consumer.close()
+
+    def _scan_ends(
+        self, consumer: Any, wanted: list[int], end_offsets: Mapping[int, int] | None
+    ) -> tuple[dict[int, int], int]:
+        """Where the scan of each non-empty partition ends (``end_offsets`` capped at the high watermark),
+        and how many offsets it covers in all."""
+        ends: dict[int, int] = {}
+        total = 0
+        for p in wanted:
+            low, high = watermarks(consumer, self.name, p, timeout=15.0)
+            end = high if end_offsets is None or p not in end_offsets else min(end_offsets[p], high)
+            if end > low:
+                ends[p] = end
+                total += end - low
+        return ends, total
+
+    def _scan_fetch(self, consumer: Any, ends: dict[int, int]) -> Iterator[RawRecord]:
+        """The records of one fetch below their partition's end; a partition whose end is reached (or
+        compacted past) leaves ``ends``."""
+        for msg in consumer.consume(1000, 0.5):
+            err = msg.error()
+            if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
+                if err.fatal():
+                    raise KafkaError(f"reading keys topic {self.name!r} failed: {err}")
+                log.warning("reading keys topic %s: %s (retrying)", self.name, err)
+                continue
+            partition, offset = msg.partition(), msg.offset()
+            if partition is None or offset is None or partition not in ends:
+                continue
+            end = ends[partition]
+            if err is not None or offset >= end:  # end of partition, or the records below it compacted away
+                if offset >= end:
+                    del ends[partition]
+                continue
+            _, timestamp = msg.timestamp()
+            yield RawRecord(partition, offset, timestamp, msg.key(), msg.value())
+            if offset >= end - 1:
+                del ends[partition]
 
     def close(self) -> None:
         self._admin = None

@@ -141,21 +141,7 @@ def evaluate(
         status.warnings.append(f"the erasure marker's value is unreadable ({marker.problem}); it is applied anyway")
     below = {k: v for k, v in seen.keys.items() if v.offset < marker_offset}
     after = [k for k, v in seen.keys.items() if v.offset > marker_offset and v.tombstoned_at is None]
-    untombstoned = [k for k, v in below.items() if v.tombstoned_at is None]
-    if untombstoned:
-        status.reasons.append(
-            f"{len(untombstoned)} key record(s) below the marker have no tombstone (the eraser did not finish): "
-            f"run `strongroom erase {subject} --reason ...` again"
-        )
-    awaiting = len(below) - len(untombstoned)
-    if awaiting:
-        oldest = min(v.timestamp_ms for v in below.values())
-        tombstoned = max(v.tombstoned_at or 0 for v in below.values())
-        deadline = tombstoned + erasure_deadline_ms(topic_config)
-        status.reasons.append(
-            f"{awaiting} erased key record(s) (oldest written {iso(oldest)}) are still in the log, waiting for "
-            f"compaction; expected by {iso(deadline)} from the topic's segment.ms/max.compaction.lag.ms"
-        )
+    _check_key_records(status, subject, below, topic_config)
     applied, ignored = _check_readers(status, readers, scan.partition, marker_offset, now)
     status.evidence = {
         "partition": scan.partition,
@@ -176,6 +162,28 @@ def evaluate(
         )
     status.status = "pending" if status.reasons else "verified"
     return status
+
+
+def _check_key_records(
+    status: ErasureStatus, subject: str, below: Mapping[bytes, KeyRecordSeen], topic_config: Mapping[str, str]
+) -> None:
+    """Reasons the key records below the marker give: some not tombstoned (the eraser did not finish), or
+    tombstoned but still in the log until compaction (with when it is expected)."""
+    untombstoned = [k for k, v in below.items() if v.tombstoned_at is None]
+    if untombstoned:
+        status.reasons.append(
+            f"{len(untombstoned)} key record(s) below the marker have no tombstone (the eraser did not finish): "
+            f"run `strongroom erase {subject} --reason ...` again"
+        )
+    awaiting = len(below) - len(untombstoned)
+    if awaiting:
+        oldest = min(v.timestamp_ms for v in below.values())
+        tombstoned = max(v.tombstoned_at or 0 for v in below.values())
+        deadline = tombstoned + erasure_deadline_ms(topic_config)
+        status.reasons.append(
+            f"{awaiting} erased key record(s) (oldest written {iso(oldest)}) are still in the log, waiting for "
+            f"compaction; expected by {iso(deadline)} from the topic's segment.ms/max.compaction.lag.ms"
+        )
 
 
 def _check_readers(
