@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from strongroom.keys.manager import KeyManager
     from strongroom.keys.table import KeyTable
     from strongroom.kms.registry import kms_from_config
-    from strongroom.policies import OnErasedField, OnErasedRecord, OnFailure, OnPending
+    from strongroom.policies import OnErasedField, OnErasedRecord, OnFailure, OnPending, OnReject
     from strongroom.rules import EncryptionRules, TopicRule
 
 _EXPORTS = {
@@ -37,6 +37,7 @@ _EXPORTS = {
     "OnErasedRecord": "strongroom.policies",
     "OnFailure": "strongroom.policies",
     "OnPending": "strongroom.policies",
+    "OnReject": "strongroom.policies",
     "StrongroomError": "strongroom.errors",
     "TopicRule": "strongroom.rules",
     "erase": "strongroom.keys.erasure",
@@ -52,6 +53,7 @@ __all__ = [
     "OnErasedRecord",
     "OnFailure",
     "OnPending",
+    "OnReject",
     "StrongroomError",
     "TopicRule",
     "__version__",

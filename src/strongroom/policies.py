@@ -6,7 +6,50 @@ configuration files, CLI options and JSON carry the plain words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from typing import TypeVar
+
+_P = TypeVar("_P", bound=StrEnum)
+
+
+def choose(name: str, value: str, policy: type[_P], error: Callable[..., Exception]) -> _P:
+    """``value`` as a member of ``policy``; else ``error(message, hint=...)`` (the caller's error class, e.g.
+    ``ConfigError``) naming the choices."""
+    allowed = tuple(member.value for member in policy)
+    if value not in allowed:
+        raise error(f"{name}={value!r} is not one of {', '.join(allowed)}", hint=f"pass {name}={allowed[0]!r}")
+    return policy(value)
+
+
+class OnReject(StrEnum):
+    """A record a writer cannot encrypt (no subject, not JSON in field mode, too large): a rule's
+    ``on_reject`` in the pipelines and the client library."""
+
+    FAIL = "fail"  # stop, naming the record
+    DEAD_LETTER = "dead-letter"  # send it unchanged to the dead-letter topic, with the reason
+
+
+class FrameOnReject(StrEnum):
+    """The same, in the DataFrame API's ``encrypt_dataframe`` (a frame has no dead-letter topic)."""
+
+    FAIL = "fail"  # computing the frame fails, naming the record
+    DROP = "drop"  # left out
+
+
+class FrameOnFailure(StrEnum):
+    """A record ``decrypt_dataframe`` cannot decrypt (lost KEK, tampered or moved, unknown format, no key)."""
+
+    FAIL = "fail"  # computing the frame fails, naming the record
+    KEEP = "keep"  # returned with a null value, its status and reason
+    SKIP = "skip"  # left out
+
+
+class FrameOnErased(StrEnum):
+    """A whole value of an erased subject in ``decrypt_dataframe``'s result."""
+
+    KEEP = "keep"  # returned with a null value and status ``erased``
+    DROP = "drop"  # left out
 
 
 class OnFailure(StrEnum):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from strongroom.envelope.ids import AadProfile
 from strongroom.errors import ConfigError
+from strongroom.policies import OnReject
 
 TOPIC_PLACEHOLDER = "$(topic)"
 _DOTTED_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_\-]*)+$")
@@ -71,7 +72,7 @@ class TopicRule(BaseModel):
     #: Output topic template; ``$(topic)`` is the source topic.
     output_topic: str = "$(topic).enc"
     #: What to do with a record the rule cannot encrypt (no subject, not JSON in field mode, too large).
-    on_reject: Literal["fail", "dead-letter"] = "fail"
+    on_reject: OnReject = OnReject.FAIL
 
     @field_validator("fields")
     @classmethod

@@ -37,8 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -60,13 +59,12 @@ from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_consumer, build_producer, error_code
 from strongroom.keys.table import KeyTable
-from strongroom.policies import OnErasedRecord, OnFailure, OnPending
+from strongroom.policies import OnErasedRecord, OnFailure, OnPending, choose
 from strongroom.rules import EncryptionRules
 
 log = logging.getLogger(__name__)
 
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
-_P = TypeVar("_P", bound=StrEnum)
 
 _KMS_BACKOFF_START: Final = 0.5
 _KMS_BACKOFF_MAX: Final = 10.0
@@ -142,9 +140,9 @@ class DecryptingConsumer:
         create_topics: bool = True,
         encrypted_only: bool = True,
     ) -> None:
-        self.on_failure = _policy("on_failure", on_failure, OnFailure)
-        self.erased = _policy("erased", erased, OnErasedRecord)
-        self.pending = _policy("pending", pending, OnPending)
+        self.on_failure = choose("on_failure", on_failure, OnFailure, ConfigError)
+        self.erased = choose("erased", erased, OnErasedRecord, ConfigError)
+        self.pending = choose("pending", pending, OnPending, ConfigError)
         if self.on_failure == OnFailure.DEAD_LETTER and not dead_letter_topic:
             raise ConfigError("on_failure='dead-letter' needs a dead-letter topic", hint="pass dead_letter_topic=...")
         self.client_config = client_config
@@ -596,11 +594,3 @@ def _message(
 
 def _where(msg: Any) -> str:
     return f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
-
-
-def _policy(name: str, value: str, policy: type[_P]) -> _P:
-    """``value`` as a member of ``policy``; :class:`ConfigError` naming the choices when it is none."""
-    allowed = tuple(member.value for member in policy)
-    if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}", hint=f"pass {name}={allowed[0]!r}")
-    return policy(value)

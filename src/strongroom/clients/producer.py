@@ -46,6 +46,7 @@ from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
+from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules
 
 log = logging.getLogger(__name__)
@@ -308,7 +309,7 @@ class EncryptingProducer:
         for plan in rejected:
             assert plan.codec is not None
             assert plan.reason is not None
-            if plan.codec.rule.on_reject == "dead-letter" and self.dead_letter_topic:
+            if plan.codec.rule.on_reject == OnReject.DEAD_LETTER and self.dead_letter_topic:
                 continue
             with self._lock:
                 self.counters["rejected"] += 1
@@ -316,7 +317,7 @@ class EncryptingProducer:
                 "" if batch_size == 1 else f" (record {plan.index + 1} of a batch of {batch_size}; none was produced)"
             )
             hint = None
-            if plan.codec.rule.on_reject == "dead-letter":
+            if plan.codec.rule.on_reject == OnReject.DEAD_LETTER:
                 hint = "the rule says dead-letter but the producer has no dead_letter_topic: pass one"
             raise RecordRejected(
                 f"cannot encrypt record for topic {plan.record.topic!r} ({key_fingerprint(plan.record.key)})"

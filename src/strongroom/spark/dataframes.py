@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from strongroom.envelope.errors import SubjectErased
 from strongroom.errors import KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
+from strongroom.policies import FrameOnErased, FrameOnFailure, FrameOnReject, choose
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.keyservice import require_secure_channel
 from strongroom.spark.transforms import (
@@ -121,7 +122,7 @@ def encrypt_dataframe(
     *,
     keys: KeyCache | KeyManager,
     max_value_bytes: int | Mapping[str, int] | None = None,
-    on_reject: Literal["fail", "drop"] = "fail",
+    on_reject: FrameOnReject | str = FrameOnReject.FAIL,
     allow_unencrypted_spark_channel: bool = False,
 ) -> DataFrame:
     """Encrypt a DataFrame with Spark's Kafka source schema; returns ``topic, key, value, headers, timestamp``.
@@ -133,7 +134,7 @@ def encrypt_dataframe(
     ``on_reject="fail"`` (default) makes computing the frame fail on a record that cannot be
     encrypted, naming it; ``"drop"`` leaves such records out.
     """
-    _check_choice("on_reject", on_reject, ("fail", "drop"))
+    on_reject = choose("on_reject", on_reject, FrameOnReject, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_subject, "subject")
@@ -146,7 +147,7 @@ def encrypt_dataframe(
         frames.append(encrypt_frame(part, keys_frame, rule, max_value_bytes=_limit(max_value_bytes, out_topic)))
     frame = _union(frames)
     rejected = F.col("status") == REJECTED
-    if on_reject == "drop":
+    if on_reject == FrameOnReject.DROP:
         frame = frame.filter(~rejected)
     else:
         failure = F.raise_error(_describe("cannot encrypt", "on_reject='drop'"))
@@ -162,8 +163,8 @@ def decrypt_dataframe(
     *,
     keys: KeyTable,
     topic_map: Mapping[str, str] | None = None,
-    on_failure: Literal["fail", "keep", "skip"] = "fail",
-    erased: Literal["keep", "drop"] = "keep",
+    on_failure: FrameOnFailure | str = FrameOnFailure.FAIL,
+    erased: FrameOnErased | str = FrameOnErased.KEEP,
     encrypted_only: bool = True,
     allow_unencrypted_spark_channel: bool = False,
 ) -> DataFrame:
@@ -180,8 +181,8 @@ def decrypt_dataframe(
     ``encrypted_only`` (default) makes a record without the ``strongroom.enc`` marker ``failed``
     (plaintext or downgraded, docs/threat-model.md); ``False`` passes it through.
     """
-    _check_choice("on_failure", on_failure, ("fail", "keep", "skip"))
-    _check_choice("erased", erased, ("keep", "drop"))
+    on_failure = choose("on_failure", on_failure, FrameOnFailure, PipelineError)
+    erased = choose("erased", erased, FrameOnErased, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
     source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
@@ -230,7 +231,7 @@ def _logical_topic(topic_map: Mapping[str, str]) -> Column:
     return logical
 
 
-def _apply_decrypt_policies(frame: DataFrame, on_failure: str, erased: str) -> DataFrame:
+def _apply_decrypt_policies(frame: DataFrame, on_failure: FrameOnFailure, erased: FrameOnErased) -> DataFrame:
     """A record whose key never arrived is ``missing-key``; failed ones fail, are kept or skipped; erased
     whole values are kept (null) or dropped."""
     missing = F.col("status") == PENDING
@@ -239,22 +240,17 @@ def _apply_decrypt_policies(frame: DataFrame, on_failure: str, erased: str) -> D
         "status", F.when(missing, F.lit(MISSING_KEY)).otherwise(F.col("status"))
     )  # reason first: it tests the status before the rename
     bad = F.col("status").isin(FAILED, MISSING_KEY)
-    if on_failure == "skip":
+    if on_failure == FrameOnFailure.SKIP:
         frame = frame.filter(~bad)
-    elif on_failure == "fail":
+    elif on_failure == FrameOnFailure.FAIL:
         failure = F.raise_error(_describe("cannot decrypt", "on_failure='keep' or 'skip'"))
         frame = frame.withColumn("value", F.when(bad, failure).otherwise(F.col("value")))
-    if erased == "drop":
+    if erased == FrameOnErased.DROP:
         frame = frame.filter(F.col("status") != ERASED)
     return frame
 
 
 # ---------------------------------------------------------------------------- helpers
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise PipelineError(f"{name}={value!r} is unknown", hint=f"use one of {', '.join(allowed)}")
-
-
 def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
     return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
 

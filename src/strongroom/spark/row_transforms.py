@@ -36,6 +36,7 @@ from strongroom.envelope.ids import RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE
 from strongroom.envelope.json_fields import FieldDocument, may_hold_envelopes
 from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import EnvelopeError, KeysError, PipelineError
+from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.keyservice import KeyServiceClient, b64, unb64
 from strongroom.spark.transforms import KEY_FOREIGN
@@ -164,7 +165,7 @@ class EncryptRows:
     def _reject(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, rule: TopicRule,
                 reason: str) -> None:  # fmt: skip
         out["status"][i], out["reason"][i] = REJECTED, reason
-        if rule.on_reject == "dead-letter" and self.dead_letter_topic:
+        if rule.on_reject == OnReject.DEAD_LETTER and self.dead_letter_topic:
             _dead_letter(out, cols, i, reason, self.dead_letter_topic)
         else:
             out["emit"][i], out["fatal"][i] = False, True

@@ -206,6 +206,6 @@ def test_bad_frames_get_clear_errors(spark: SparkSession, pipeline_env: Any, man
         )
     with pytest.raises(PipelineError, match=f"no rule matches the frame's topics {topic}"):
         encrypt_dataframe(source, {"rules": [{"topic": "another"}]}, keys=manager)
-    with pytest.raises(PipelineError, match="on_reject='quarantine' is unknown"):
+    with pytest.raises(PipelineError, match="on_reject='quarantine' is not one of fail, drop"):
         encrypt_dataframe(source, {"rules": [{"topic": topic}]}, keys=manager, on_reject="quarantine")  # type: ignore[arg-type]
     assert manager.counters["created"] == 0  # refused before any key was made
