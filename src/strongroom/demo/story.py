@@ -33,7 +33,7 @@ DEMO_KEYS_TOPIC_CONFIG = {
 }
 
 
-class Output(Protocol):
+class StoryOutput(Protocol):
     """What the story prints through (the CLI's output: text, or JSON with notes on stderr)."""
 
     name: str
@@ -43,7 +43,7 @@ class Output(Protocol):
 
 @dataclass
 class DemoContext:
-    out: Output
+    out: StoryOutput
     workdir: Path
     cluster: KafkaCluster
     openbao: OpenBaoServer
@@ -70,7 +70,7 @@ Chapter = Callable[[DemoContext], dict[str, Any]]
 
 
 @contextmanager
-def demo_stack(out: Output) -> Iterator[DemoContext]:
+def demo_stack(out: StoryOutput) -> Iterator[DemoContext]:
     from strongroom.kafka.config import ClientConfig
     from strongroom.keys.topic import create_keys_topic
     from strongroom.kms.admin.local import LocalKekAdmin
@@ -111,7 +111,7 @@ def demo_stack(out: Output) -> Iterator[DemoContext]:
         cluster.stop()
 
 
-def run_story(out: Output, chapters: list[tuple[str, Chapter]]) -> dict[str, Any]:
+def run_story(out: StoryOutput, chapters: list[tuple[str, Chapter]]) -> dict[str, Any]:
     summary: dict[str, Any] = {"chapters": []}
     print_ = print if out.name == "text" else out.note
     print_("==> Starting the embedded local stack (1 Kafka broker, OpenBao with Transit, local KMS keyring)")
