@@ -7,6 +7,13 @@ The cluster is authenticated and encrypted like a real one must be for strongroo
 ``SPARK_CONF_DIR``. Drivers get the same settings by running with :meth:`SparkStandalone.driver_env`
 (``spark-submit`` and PySpark read that file), so the secret is never on a command line.
 
+The Kafka connector (and strongroom's data-plane jar) are on the executors' classpath
+(``spark.executor.extraClassPath`` in the same file), as when they are installed on every node. Jars
+that only arrive with ``spark.jars.packages`` are loaded by the executor's user class loader, and Spark
+4.0's Kafka source partitions then fail to deserialize on a standalone executor
+(``ClassCastException: cannot assign instance of scala.collection.generic.DefaultSerializationProxy to
+field ...DataSourceRDDPartition.inputPartitions``).
+
 Small by default (one core, 1 GiB for executors, 256 MiB per daemon) to fit next to Kafka on 2 cores.
 """
 
@@ -35,6 +42,29 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
+
+
+def node_jars() -> list[Path]:
+    """What the nodes have installed: Spark's Kafka connector with its dependencies (from the Ivy cache
+    ``make install`` fills) and the data-plane jar when it is built."""
+    from strongroom.spark.dataplane import dataplane_jar, ivy_home, kafka_clients_jar
+    from strongroom.spark.session import kafka_connector_package
+
+    _, artifact, version = kafka_connector_package().split(":")
+    jars_dir = ivy_home() / "jars"
+    token_provider = artifact.replace("spark-sql-kafka", "spark-token-provider-kafka")
+    wanted = [
+        jars_dir / f"org.apache.spark_{artifact}-{version}.jar",
+        jars_dir / f"org.apache.spark_{token_provider}-{version}.jar",
+        kafka_clients_jar(),
+        *sorted(jars_dir.glob("org.apache.commons_commons-pool2-*.jar")),
+    ]
+    missing = [str(jar) for jar in wanted if not jar.is_file()]
+    if missing:
+        raise StackError(f"Spark's Kafka connector is not in the Ivy cache ({', '.join(missing)})",
+                         hint="run `make install` (its Spark step resolves the connector)")  # fmt: skip
+    jar = dataplane_jar()
+    return [*wanted, jar] if jar.is_file() else wanted
 
 
 def _logged(process: ManagedProcess, text: str) -> bool:
@@ -148,4 +178,5 @@ class SparkStandalone:
                 f"spark.authenticate.secret {secrets.token_hex(32)}\n"
                 "spark.network.crypto.enabled true\n"
                 "spark.ui.enabled false\n"
+                f"spark.executor.extraClassPath {os.pathsep.join(str(jar) for jar in node_jars())}\n"
             )
