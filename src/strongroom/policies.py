@@ -79,3 +79,10 @@ class OnPending(StrEnum):
 
     WAIT = "wait"  # hold the partition, retry, in order
     FAIL = "fail"
+
+
+class ErasureFailOn(StrEnum):
+    """When ``strongroom erasure status`` exits 4."""
+
+    PENDING = "pending"  # any erasure not verified yet
+    OVERDUE = "overdue"  # an erasure past the deadline the keys topic's configs promise

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from strongroom.audit import alerts as A
 from strongroom.audit.alerts import Alert, Fanout
+from strongroom.audit.erasure_deadlines import OverdueErasures
 from strongroom.audit.kafka_state import AUDIT_CONFIG_KEYS, ClusterState, PartitionState, TopicState, config_number
 from strongroom.audit.ledger_view import LedgerView, RangeEvidence
 from strongroom.audit.oplog import OPERATIONS_TOPIC, TOPIC_DELETION, Operation, OperationsLog, deletion_bounds
@@ -458,8 +459,11 @@ class Watcher:
         clock_skew_ms: int = 5_000,
         timeout: float = 10.0,
         grace: float = 0.0,
+        erasures: OverdueErasures | None = None,
     ) -> None:
         self.client = client
+        #: Overdue erasures of a keys topic, checked on their own interval (``--check-erasures``).
+        self.erasures = erasures
         self.topics = list(topics) if topics else None
         self.cluster = ClusterState(client, timeout=timeout)
         self.oplog = OperationsLog(client, timeout=timeout)
@@ -524,6 +528,8 @@ class Watcher:
             operations=operations, ledger=self.ledger, log_lookup=self.lookup, clock_skew_ms=self.clock_skew_ms
         )
         found = self._hold_back(evaluate(self.previous, cur, evidence), evidence)
+        if self.erasures is not None:
+            found += self.erasures.check()
         self._emit(found)
         if self.metrics is not None:
             self.metrics.observe(cur.partitions.values(), [], time.monotonic() - started, time.time())

@@ -268,6 +268,15 @@ def _scrub_text(s: dict[str, Any]) -> str:
 @click.option("--once", is_flag=True, help="Poll once (compared with the saved state), then exit.")
 @click.option("--duration", type=click.FloatRange(min=0), metavar="SECONDS", help="Stop after this many seconds.")
 @click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]), default="info", show_default=True)
+@click.option("--check-erasures", is_flag=True,
+              help="Also raise an erasure-overdue alert for each erasure past the deadline the keys topic's "
+              "configs promise (as `erasure status --fail-on overdue`).")  # fmt: skip
+@click.option("--keys-topic", envvar="STRONGROOM_KEYS_TOPIC", default="strongroom-keys", show_default=True,
+              help="The keys topic --check-erasures reads.")  # fmt: skip
+@click.option("--readers-topic", default="strongroom-key-readers", show_default=True,
+              help="The key readers registry --check-erasures reads.")  # fmt: skip
+@click.option("--erasure-interval", default="60s", show_default=True, callback=_duration, metavar="DURATION",
+              help="How often --check-erasures looks.")  # fmt: skip
 @click.pass_context
 def watch(
     ctx: click.Context,
@@ -285,6 +294,10 @@ def watch(
     once: bool,
     duration: float | None,
     min_severity: str,
+    check_erasures: bool,
+    keys_topic: str,
+    readers_topic: str,
+    erasure_interval: int,
 ) -> None:
     """Watch sensitive operations: log start offsets, leaders and epochs, ISR, topic configs.
 
@@ -294,6 +307,7 @@ def watch(
     import hashlib
 
     from strongroom.audit.alerts import AlertSink, Fanout, FileSink, KafkaSink, StdoutSink, WebhookSink
+    from strongroom.audit.erasure_deadlines import OverdueErasures
     from strongroom.audit.metrics import WatchMetrics
     from strongroom.audit.watch import Watcher
     from strongroom.paths import home_dir
@@ -318,6 +332,9 @@ def watch(
     watcher = Watcher(
         client, topics=list(topics) or None, ledger=paths, state_path=state_path, sink=fanout, metrics=metrics,
         exclude=[alerts_topic] if alerts_topic else [], grace=grace / 1000,
+        erasures=OverdueErasures(
+            client, keys_topic=keys_topic, readers_topic=readers_topic, interval=erasure_interval / 1000
+        ) if check_erasures else None,
     )  # fmt: skip
     stop = threading.Event()
     previous = signal.getsignal(signal.SIGINT)

@@ -1,7 +1,9 @@
 """``strongroom erase`` (crypto-shred subjects, get a receipt) and ``strongroom erasure status`` (is it done?).
 
 Exit codes of ``erasure status`` (and of ``erase --wait``): 0 when every subject is verified, 4 when
-any is still pending or was never erased; 1 for handled errors as everywhere.
+any is still pending or was never erased; 1 for handled errors as everywhere. With ``--fail-on overdue``
+``erasure status`` exits 4 only when an erasure is past the deadline the keys topic's configs promise
+(``segment.ms`` / ``max.compaction.lag.ms``): the check a monitoring job runs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import click
 
 from strongroom.cli.common import client_config, keys_options, progress_to
 from strongroom.cli.output import Output
+from strongroom.policies import ErasureFailOn
 from strongroom.text import table
 
 EXIT_PENDING = 4
@@ -126,10 +129,18 @@ def erasure() -> None:
     is_flag=True,
     help="Never append a no-op record to roll a quiet partition's active segment (read-only check).",
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice([p.value for p in ErasureFailOn]),
+    default=ErasureFailOn.PENDING.value,
+    show_default=True,
+    help="Exit 4 when any erasure is not verified yet (pending), or only when one is past the deadline the "
+    "keys topic's segment.ms/max.compaction.lag.ms promise (overdue).",
+)
 @click.pass_context
 def status(
     ctx: click.Context, bootstrap: str, command_config: str | None, keys_topic: str, readers_topic: str,
-    subjects: tuple[str, ...], all_subjects: bool, wait_seconds: float | None, no_nudge: bool,
+    subjects: tuple[str, ...], all_subjects: bool, wait_seconds: float | None, no_nudge: bool, fail_on: str,
 ) -> None:  # fmt: skip
     """Is the erasure of SUBJECTs finished? ``pending`` with reasons, or ``verified`` with the evidence."""
     from strongroom.keys.verification import erasure_status
@@ -151,7 +162,8 @@ def status(
     out.result(
         data, lambda d: "\n".join([*(_render_one(s) for s in d), _render_scope()]) if d else "no erased subjects"
     )
-    if not done:
+    failed = any(s.overdue for s in statuses) if ErasureFailOn(fail_on) == ErasureFailOn.OVERDUE else not done
+    if failed:
         ctx.exit(EXIT_PENDING)
 
 
@@ -164,7 +176,7 @@ def _render_scope() -> str:
 
 
 def _render_one(s: dict[str, Any]) -> str:
-    lines = [f"{s['subject']}: {s['status']}"]
+    lines = [f"{s['subject']}: {s['status']}" + (" (OVERDUE)" if s.get("overdue") else "")]
     lines += [f"  - {reason}" for reason in s["reasons"]]
     lines += [f"  ! {warning}" for warning in s["warnings"]]
     if s["status"] == "verified":

@@ -33,6 +33,7 @@ from strongroom.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from strongroom.metrics import MetricsServer
     from strongroom.rules import EncryptionRules
     from strongroom.spark.jobs.common import PipelineSettings, StreamingJob
     from strongroom.spark.jobs.results import PipelineResult
@@ -133,6 +134,8 @@ class PipelineOptions:
     allow_unencrypted_spark_channel: bool
     spark_master: str | None
     spark_conf: tuple[str, ...]
+    metrics_port: int | None
+    metrics_host: str
 
     def settings(self, kind: str, rules: EncryptionRules) -> PipelineSettings:
         """PipelineSettings from the options every pipeline command shares."""
@@ -142,7 +145,7 @@ class PipelineOptions:
         return PipelineSettings(
             bootstrap_servers=client.bootstrap_servers,
             rules=rules,
-            kms=load_kms_config(self.kms_config, local_keyring=self.local_kms),
+            kms=self.kms(),
             checkpoint=self.checkpoint or default_state_dir("checkpoints", f"{kind}-{self.app_id or 'default'}"),
             app_id=self.app_id,
             client_properties=dict(client.extra or {}),
@@ -154,6 +157,13 @@ class PipelineOptions:
             on_input_gap=InputGapPolicy(self.on_input_gap),
             allow_unencrypted_spark_channel=self.allow_unencrypted_spark_channel,
         )
+
+    def kms(self) -> dict[str, Any]:
+        """The KMS config; with ``--metrics-port`` its calls are metered (``strongroom_kms_*``)."""
+        config = dict(load_kms_config(self.kms_config, local_keyring=self.local_kms))
+        if self.metrics_port is not None:
+            config.setdefault("metrics", True)
+        return config
 
 
 pipeline_options = grouped(
@@ -199,6 +209,16 @@ pipeline_options = grouped(
             "service's token then crosses the network in clear; refused by default).",
         ),
         spark_options,
+        click.option(
+            "--metrics-port",
+            type=click.IntRange(min=0, max=65535),
+            default=None,
+            metavar="PORT",
+            help="Serve Prometheus metrics on this port while the pipeline runs (0 = any free port; docs/metrics.md).",
+        ),
+        click.option(
+            "--metrics-host", default="127.0.0.1", show_default=True, help="Address for the metrics endpoint."
+        ),
     ],
 )
 
@@ -227,6 +247,7 @@ def _run(
 
     job = make_job(spark, settings, progress)
     result: PipelineResult
+    server = _serve_metrics(out, job, options) if options.metrics_port is not None else None
     previous = signal.signal(signal.SIGTERM, _interrupt)  # a SIGTERM stops as gracefully as Ctrl-C
     try:
         if not options.continuous:
@@ -248,11 +269,26 @@ def _run(
             result = job.result()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if server is not None:
+            server.close()
         job.close()
     # The CLI edge: the typed result becomes JSON here (the --output json layout users read), text next to it.
     out.result(
         {"pipeline": kind, "checkpoint": settings.checkpoint, **result.to_json()}, lambda _: result.render_text()
     )
+
+
+def _serve_metrics(out: Output, job: StreamingJob[Any], options: PipelineOptions) -> MetricsServer:
+    """``--metrics-port``: the job's metrics on their own registry, served over HTTP while it runs."""
+    from prometheus_client import CollectorRegistry
+
+    from strongroom.metrics import MetricsServer
+
+    registry = CollectorRegistry()
+    job.attach_metrics(registry)
+    server = MetricsServer(registry, options.metrics_port or 0, options.metrics_host)
+    out.note(f"metrics on http://{options.metrics_host}:{server.port}/metrics")
+    return server
 
 
 def _require_input_topics(settings: PipelineSettings, rules: EncryptionRules) -> None:

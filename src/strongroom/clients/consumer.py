@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer, TopicPartition
@@ -59,8 +59,12 @@ from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_consumer, build_producer, error_code
 from strongroom.keys.table import KeyTable
+from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnErasedRecord, OnFailure, OnPending, choose
 from strongroom.rules import EncryptionRules
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +143,7 @@ class DecryptingConsumer:
         recheck_interval_s: float = 0.1,
         create_topics: bool = True,
         encrypted_only: bool = True,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.on_failure = choose("on_failure", on_failure, OnFailure, ConfigError)
         self.erased = choose("erased", erased, OnErasedRecord, ConfigError)
@@ -170,6 +175,8 @@ class DecryptingConsumer:
         self._closed = False
         self.counters: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self.failures_by_cause: dict[str, int] = {}
+        if registry is not None:  # Prometheus (docs/metrics.md): read from self.counters at each scrape
+            metrics_for(registry).watch_records("consumer", self.record_sample)
 
     # ------------------------------------------------------------------ subscription
     def subscribe(
@@ -326,6 +333,21 @@ class DecryptingConsumer:
             "failures_by_cause": dict(self.failures_by_cause),
             "held_partitions": {f"{t}[{p}]": o for (t, p), o in self.held_partitions().items()},
         }
+
+    def record_sample(self) -> RecordSample:
+        """The counters in the metrics' words: each record once (``decrypted`` is ``opened``; ``failed``
+        includes the dead-lettered, skipped and raised ones), and the partitions waiting for a key."""
+        c = dict(self.counters)
+        outcomes = {
+            "opened": c["decrypted"],
+            "passthrough": c["passthrough"],
+            "erased_dropped": c["erased_dropped"],
+            "erased_marked": c["erased_marked"],
+            "failed": c["failed"],
+        }
+        waits = [w.since for w in list(self._waits.values())]
+        age = max(0.0, time.monotonic() - min(waits)) if waits else 0.0
+        return RecordSample(outcomes, dead_lettered=c["dead_lettered"], pending=len(waits), oldest_pending_age_s=age)
 
     # ------------------------------------------------------------------ one record
     def _handle(self, msg: Any) -> DecryptedMessage | None:

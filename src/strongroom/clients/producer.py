@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from confluent_kafka import KafkaException
 
@@ -46,8 +46,12 @@ from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
+from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,7 @@ class EncryptingProducer:
         key_cache_size: int = 10_000,
         key_cache_ttl_s: float = 30.0,
         kms_outage_wait_s: float = 60.0,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.client_config = client_config
         self.rules = rules
@@ -151,6 +156,8 @@ class EncryptingProducer:
         }
         if transactional_id is not None:
             self._producer.init_transactions()
+        if registry is not None:  # Prometheus (docs/metrics.md): read from self.counters at each scrape
+            metrics_for(registry).watch_records("producer", self.record_sample)
 
     # ------------------------------------------------------------------ producing
     def produce(
@@ -249,6 +256,15 @@ class EncryptingProducer:
                 "key_cache_size": len(self._keys), "key_manager": self.keys.stats()}  # fmt: skip
 
     # ------------------------------------------------------------------ internals
+    def record_sample(self) -> RecordSample:
+        """The counters in the metrics' words (``encrypted`` is ``sealed``; delivery is not an outcome)."""
+        counts = dict(self.counters)
+        dead = counts.pop("dead_lettered")
+        counts.pop("delivered"), counts.pop("delivery_failed")
+        outcomes = {"sealed" if name == "encrypted" else name: n for name, n in counts.items()}
+        outcomes["rejected"] += dead  # counted once, under rejected; dead_lettered says where they went
+        return RecordSample(outcomes, dead_lettered=dead)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosed("the encrypting producer is closed")

@@ -33,7 +33,7 @@ import enum
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -63,6 +63,7 @@ from strongroom.keys.wrapping import (
     wrap_subject_key,
 )
 from strongroom.kms.api import Kms
+from strongroom.metrics import KeyTableSample
 from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,10 @@ class KeyManager:
             if wk is None
             else {"wk_id": wk.wk_id.hex(), "kek_ref": wk.kek_ref, "used": wk.used},
         }
+
+    def metric_sample(self) -> KeyTableSample:
+        """Its key table's figures for Prometheus, with the keys this manager created."""
+        return replace(self.table.metric_sample(), created=self.counters["created"])
 
     def close(self) -> None:
         self._writer.close()

@@ -63,6 +63,7 @@ from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAU
 from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
 from strongroom.kms.api import Edek, Kms
 from strongroom.kms.errors import KmsConfigError
+from strongroom.metrics import KeyTableSample
 
 log = logging.getLogger(__name__)
 
@@ -652,6 +653,24 @@ class KeyTable:
             **follower.counters,
             **self.stats_counters,
         }
+
+    def metric_sample(self) -> KeyTableSample:
+        """The figures for Prometheus (:mod:`strongroom.metrics`); the lag asks the keys topic for its ends."""
+        with self._lock:
+            cached, hits, misses = len(self._lru.entries), self._lru.hits, self._lru.misses
+        lag: int | None = None
+        try:
+            applied = self.applied_offsets()
+            lag = sum(max(0, high - applied.get(p, 0)) for p, (_, high) in self.follower.watermarks().items())
+        except Exception as exc:  # noqa: BLE001 - the topic's end is unknown now: no lag figure, no failed scrape
+            log.debug("keys topic lag unknown: %s", type(exc).__name__)
+        return KeyTableSample(
+            cached=cached,
+            lookups=hits + misses,
+            cache_hits=hits,
+            erasures_applied=self.stats_counters["markers"],
+            lag_records=lag,
+        )
 
     # ------------------------------------------------------------------ erasure listeners
     def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:

@@ -110,6 +110,10 @@ class ErasureStatus:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: When the erased key records should be compacted away by the keys topic's configs (None: not waiting
+    #: for compaction), and whether that time has passed while they are still in the log.
+    compaction_deadline: str | None = None
+    overdue: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "verifies": list(VERIFIES), "cannot_verify": list(CANNOT_VERIFY)}
@@ -141,7 +145,7 @@ def evaluate(
         status.warnings.append(f"the erasure marker's value is unreadable ({marker.problem}); it is applied anyway")
     below = {k: v for k, v in seen.keys.items() if v.offset < marker_offset}
     after = [k for k, v in seen.keys.items() if v.offset > marker_offset and v.tombstoned_at is None]
-    _check_key_records(status, subject, below, topic_config)
+    _check_key_records(status, subject, below, topic_config, now)
     applied, ignored = _check_readers(status, readers, scan.partition, marker_offset, now)
     status.evidence = {
         "partition": scan.partition,
@@ -165,10 +169,15 @@ def evaluate(
 
 
 def _check_key_records(
-    status: ErasureStatus, subject: str, below: Mapping[bytes, KeyRecordSeen], topic_config: Mapping[str, str]
+    status: ErasureStatus,
+    subject: str,
+    below: Mapping[bytes, KeyRecordSeen],
+    topic_config: Mapping[str, str],
+    now: int,
 ) -> None:
     """Reasons the key records below the marker give: some not tombstoned (the eraser did not finish), or
-    tombstoned but still in the log until compaction (with when it is expected)."""
+    tombstoned but still in the log until compaction (with when it is expected; ``overdue`` once that
+    time has passed)."""
     untombstoned = [k for k, v in below.items() if v.tombstoned_at is None]
     if untombstoned:
         status.reasons.append(
@@ -180,9 +189,12 @@ def _check_key_records(
         oldest = min(v.timestamp_ms for v in below.values())
         tombstoned = max(v.tombstoned_at or 0 for v in below.values())
         deadline = tombstoned + erasure_deadline_ms(topic_config)
+        status.compaction_deadline = iso(deadline)
+        status.overdue = now > deadline
+        late = f", {(now - deadline) // 1000}s overdue" if status.overdue else ""
         status.reasons.append(
             f"{awaiting} erased key record(s) (oldest written {iso(oldest)}) are still in the log, waiting for "
-            f"compaction; expected by {iso(deadline)} from the topic's segment.ms/max.compaction.lag.ms"
+            f"compaction; expected by {iso(deadline)} from the topic's segment.ms/max.compaction.lag.ms{late}"
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from strongroom.errors import KmsError
 from strongroom.kms.api import Kms
 from strongroom.kms.wrapper import KmsWrapper
+from strongroom.metrics import KmsOperationSample, KmsSample
 
 T = TypeVar("T")
 
@@ -74,8 +75,32 @@ class MeteredKms(KmsWrapper):
                 }
         return {"calls": calls, "operations": operations}
 
+    def sample(self) -> KmsSample:
+        """The figures for Prometheus (:mod:`strongroom.metrics`), labelled with the provider's name."""
+        with self._lock:
+            operations = {
+                operation: KmsOperationSample(
+                    outcomes=dict(outcomes),
+                    seconds_sum=self._latency[operation][0],
+                    seconds_count=int(self._latency[operation][1]),
+                    seconds_max=self._latency[operation][2],
+                )
+                for operation, outcomes in self._outcomes.items()
+            }
+        return KmsSample(provider=self.name, operations=operations)
+
     def reset(self) -> None:
         with self._lock:
             self._outcomes.clear()
             self._latency.clear()
             self._items.clear()
+
+
+def metered_in(kms: Kms) -> MeteredKms | None:
+    """The :class:`MeteredKms` in a stack of wrappers (``kms_from_config(..., metrics=True)``), if any."""
+    layer: Kms | None = kms
+    while layer is not None:
+        if isinstance(layer, MeteredKms):
+            return layer
+        layer = layer.inner if isinstance(layer, KmsWrapper) else None
+    return None

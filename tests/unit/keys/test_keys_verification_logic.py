@@ -108,3 +108,24 @@ def test_every_status_says_what_it_verifies_and_what_it_cannot() -> None:
         assert any("executors" in item for item in data["verifies"])
         assert any("outside the subject's partition" in item and "misplaced" in item for item in data["cannot_verify"])
         assert any("follower replicas" in item for item in data["cannot_verify"])
+
+
+def test_pending_within_the_compaction_deadline_is_not_overdue_and_past_it_is() -> None:
+    tombstoned = NOW - 4000
+    seen = erased(k1=KeyRecordSeen(offset=10, timestamp_ms=NOW - 9000, tombstoned_at=tombstoned))
+    deadline = tombstoned + erasure_deadline_ms(CONFIG)
+    on_time = evaluate("alice", scan(seen), {}, CONFIG, deadline)
+    assert (on_time.status, on_time.overdue) == ("pending", False)
+    assert on_time.compaction_deadline is not None
+    late = evaluate("alice", scan(seen), {}, CONFIG, deadline + 61_000)
+    assert (late.status, late.overdue) == ("pending", True)
+    assert late.reasons[0].endswith("61s overdue")
+    assert late.to_dict()["overdue"] is True
+
+
+def test_an_unfinished_eraser_or_a_lagging_reader_is_pending_but_never_overdue() -> None:
+    unfinished = evaluate("alice", scan(erased(k1=KeyRecordSeen(offset=10, timestamp_ms=NOW - 9000))), {}, CONFIG,
+                          NOW + 10**9)  # fmt: skip
+    assert (unfinished.status, unfinished.overdue, unfinished.compaction_deadline) == ("pending", False, None)
+    lagging = evaluate("alice", scan(erased()), {"r1": reader("r1", 40)}, CONFIG, NOW)
+    assert (lagging.status, lagging.overdue) == ("pending", False)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +25,11 @@ from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_
 from strongroom.spark.jobs.results import InputGaps, PipelineResult
 from strongroom.spark.kafka_sink import PartitionSummary, RowTransform, TransactionalSinkConfig, write_exactly_once
 from strongroom.spark.session import jvm_log
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from strongroom.metrics import Metrics, PipelineInstruments, RecordSample
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -211,6 +216,9 @@ class Counters:
     input_gaps: dict[str, int] = field(default_factory=dict)
     #: Seconds spent per phase of the batches (scan, keys, write, ...): where the time goes.
     seconds: dict[str, float] = field(default_factory=dict)
+    #: Where phases, batches and transactions are also observed for Prometheus (``--metrics-port``).
+    instruments: PipelineInstruments | None = None
+    pipeline: str = "pipeline"
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -218,7 +226,10 @@ class Counters:
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+            if self.instruments is not None:
+                self.instruments.phase_seconds.labels(self.pipeline, name).observe(elapsed)
 
     def add_statuses(self, counts: Mapping[str, int]) -> None:
         for status, n in counts.items():
@@ -235,6 +246,21 @@ class Counters:
         for summary in summaries:
             self.add_statuses(summary.statuses)
         self.add_summaries(summaries)
+        if self.instruments is not None:
+            self.instruments.batches.labels(self.pipeline).inc()
+            self.instruments.transactions_committed.labels(self.pipeline).inc(len(summaries))
+
+    def add_input_gaps(self, gaps: Mapping[tuple[str, int], int]) -> None:
+        for (topic, partition), lost in sorted(gaps.items()):
+            key = f"{topic}[{partition}]"
+            self.input_gaps[key] = self.input_gaps.get(key, 0) + lost
+        if self.instruments is not None and gaps:
+            self.instruments.input_gaps.labels(self.pipeline).inc()
+            self.instruments.input_gap_offsets.labels(self.pipeline).inc(sum(gaps.values()))
+
+    def add_aborted(self, transactions: int) -> None:
+        if self.instruments is not None and transactions:
+            self.instruments.transactions_aborted.labels(self.pipeline).inc(transactions)
 
     def snapshot(self) -> PipelineResult:
         """The counters as they are now (they keep counting; the result does not change)."""
@@ -308,6 +334,25 @@ class StreamingJob(Generic[ResultT]):
     def close(self) -> None:
         """Release what the job holds (key tables, producers)."""
 
+    def attach_metrics(self, registry: CollectorRegistry) -> None:
+        """Export the job's figures on ``registry`` (``--metrics-port``, docs/metrics.md): records per
+        outcome, phase latencies, transactions and input gaps as they happen, and the job's own parts
+        (key table, KMS) through :meth:`_watch_parts`."""
+        from strongroom.metrics import metrics_for
+
+        metrics = metrics_for(registry)
+        self.counters.pipeline = self.kind
+        self.counters.instruments = metrics.pipeline
+        metrics.watch_records(self.kind, self.record_sample)
+        self._watch_parts(metrics)
+
+    def record_sample(self) -> RecordSample:
+        """The records so far, in the metrics' words (``ok`` is ``sealed`` or ``opened``)."""
+        raise NotImplementedError
+
+    def _watch_parts(self, metrics: Metrics) -> None:
+        """Register the samplers of what the job holds (its key table, its KMS)."""
+
     def write_batch(self, frame: DataFrame, transform: RowTransform | None = None) -> list[PartitionSummary]:
         """Write one micro-batch exactly once (the Kafka source gives one task per partition), count it,
         and check it for input that aged out before it was read. When the write stops (a fatal record, a
@@ -331,6 +376,7 @@ class StreamingJob(Generic[ResultT]):
         except Exception as exc:  # noqa: BLE001 - best effort on the way out: the original error matters more
             log.warning("could not abort the pipeline's open transactions: %s", exc)
             return
+        self.counters.add_aborted(aborted)
         if aborted:
             log.info("aborted the open transactions of %d source partitions", aborted)
 
@@ -338,9 +384,7 @@ class StreamingJob(Generic[ResultT]):
         gaps = input_gaps(self.settings.client, summaries)
         if not gaps:
             return
-        for (topic, partition), lost in sorted(gaps.items()):
-            key = f"{topic}[{partition}]"
-            self.counters.input_gaps[key] = self.counters.input_gaps.get(key, 0) + lost
+        self.counters.add_input_gaps(gaps)
         described = ", ".join(f"{t}[{p}]: {n}" for (t, p), n in sorted(gaps.items()))
         log.error("input records aged out before the %s pipeline read them (offsets per partition): %s",
                   self.kind, described)  # fmt: skip

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -70,6 +70,9 @@ from strongroom.spark.transforms import (
     KEY_PENDING,
     OK,
 )
+
+if TYPE_CHECKING:
+    from strongroom.metrics import Metrics, RecordSample
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +175,24 @@ class DecryptJob(StreamingJob[DecryptResult]):
         self.service.close()
         self.pending.close()
         self.table.close()
+
+    def record_sample(self) -> RecordSample:
+        from strongroom.metrics import RecordSample
+
+        words = {"ok": "opened", "pending": "held"}
+        outcomes = {words.get(status, status): n for status, n in self.counters.by_status.items()}
+        dead = outcomes.get("failed", 0) if self.on_failure == OnFailure.DEAD_LETTER else 0
+        oldest_ms = min((queue[0].since_ms for queue in list(self.pending.held.values()) if queue), default=None)
+        age = 0.0 if oldest_ms is None else max(0.0, time.time() - oldest_ms / 1000)
+        return RecordSample(outcomes, dead_lettered=dead, pending=self.pending.count, oldest_pending_age_s=age)
+
+    def _watch_parts(self, metrics: Metrics) -> None:
+        from strongroom.kms.metered import metered_in
+
+        metrics.watch_key_table(self.settings.keys_topic, self.table.metric_sample)
+        metered = metered_in(self.kms)
+        if metered is not None:
+            metrics.watch_kms(metered.sample)
 
     # ------------------------------------------------------------------ one micro-batch
     def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -45,6 +45,9 @@ from strongroom.spark.jobs.common import (
 from strongroom.spark.jobs.results import EncryptResult
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
+
+if TYPE_CHECKING:
+    from strongroom.metrics import Metrics, RecordSample
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,22 @@ class EncryptJob(StreamingJob[EncryptResult]):
     def close(self) -> None:
         self.service.close()
         self.keys.close()
+
+    def record_sample(self) -> RecordSample:
+        from strongroom.metrics import RecordSample
+
+        outcomes = {"sealed" if status == "ok" else status: n for status, n in self.counters.by_status.items()}
+        # A rejected record of a committed batch went to the dead-letter topic (otherwise it stops the job).
+        dead = outcomes.get("rejected", 0) if self.settings.dead_letter_topic else 0
+        return RecordSample(outcomes, dead_lettered=dead)
+
+    def _watch_parts(self, metrics: Metrics) -> None:
+        from strongroom.kms.metered import metered_in
+
+        metrics.watch_key_table(self.settings.keys_topic, self.keys.metric_sample)
+        metered = metered_in(self.kms)
+        if metered is not None:
+            metrics.watch_kms(metered.sample)
 
     # ------------------------------------------------------------------ one micro-batch
     def _process(self, batch: DataFrame, batch_id: int) -> None:
