@@ -128,6 +128,15 @@ class TopicRule(BaseModel):
     def output_for(self, topic: str) -> str:
         return self.output_topic.replace(TOPIC_PLACEHOLDER, topic)
 
+    def require_not_schema(self, where: str) -> None:
+        """Refuse a schema-mode rule in a place that does not handle it yet (the Spark pipelines)."""
+        if self.mode == "schema":
+            raise ConfigError(
+                f"the rule for {self.topic!r} is in schema mode, which {where} does not handle yet",
+                hint="use the client library (EncryptingProducer / DecryptingConsumer with schema_registry=...) "
+                "for schema-registry topics; see docs/schema-aware.md",
+            )
+
     @property
     def selected_tags(self) -> frozenset[str]:
         """Schema mode: the tags that select fields (``PII`` unless the rule names others)."""

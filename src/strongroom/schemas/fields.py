@@ -137,7 +137,7 @@ def _children(node: Any, step: Step) -> Iterator[Any]:
 
 
 def _repeated(descriptor: Any) -> bool:
-    return bool(getattr(descriptor, "is_repeated", False)) or descriptor.label == 3
+    return bool(descriptor.is_repeated)
 
 
 def _is_message_container(node: Any) -> bool:
