@@ -237,7 +237,7 @@ def _schema_fields(rule: TopicRule, registry: SchemaRegistry | None) -> SchemaFi
 
 def _schema_subject(schema: SchemaFields, rule: TopicRule, value: bytes | None) -> str | NoSubject:
     """The subject at the rule's field path of a schema-registry record (read with its schema)."""
-    where = rule.subject.describe()
+    where = f"field path {rule.subject.path}"
     if value is None:
         return NoSubject(f"no subject ({where} is missing or empty)")
     try:
