@@ -116,7 +116,9 @@ def _protobuf(client: SchemaRegistryClient, ctx: SerializationContext) -> Format
         _, start = split_indexes(framed.payload)
         message = cls()
         message.ParseFromString(framed.payload[start:])
-        out = json_format.MessageToDict(message, preserving_proto_field_name=True)
+        out = json_format.MessageToDict(
+            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
         out["qty"] = int(out.get("qty", 0))
         return out
 
