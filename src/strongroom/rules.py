@@ -1,7 +1,8 @@
 """Per-topic encryption rules shared by the Spark pipelines and the client library.
 
 A rule says, for the topics it matches: where the data subject comes from (record key, a JSON path in
-the value, or a header), whether the whole value or selected JSON fields are encrypted, which AAD
+the value, or a header), whether the whole value, selected JSON fields, or the fields a registry schema
+tags (``mode: schema``, values in the Confluent wire format; docs/schema-aware.md) are encrypted, which AAD
 profile binds the ciphertext, which topic the encrypted records go to, and what happens to records
 the rule cannot handle (no subject, not JSON in field mode, too large). Rules are pydantic models so a
 YAML/JSON rules file validates itself with messages that name the bad field.
@@ -66,8 +67,12 @@ class TopicRule(BaseModel):
     pattern: bool = False
     subject: SubjectSource = SubjectSource()
     #: ``value``: the whole value is one envelope. ``fields``: the listed JSON paths are encrypted.
-    mode: Literal["value", "fields"] = "value"
+    #: ``schema``: the value is a schema-registry record (Avro, JSON Schema, Protobuf); the fields its schema
+    #: tags with one of ``tags`` (default ``PII``), and the listed ``fields``, are encrypted in place.
+    mode: Literal["value", "fields", "schema"] = "value"
     fields: tuple[str, ...] = ()
+    #: Schema mode: the inline tags (``confluent:tags``, ``(confluent.field_meta).tags``) that select fields.
+    tags: tuple[str, ...] | None = None
     aad_profile: Literal["topic", "portable"] = "topic"
     #: Output topic template; ``$(topic)`` is the source topic.
     output_topic: str = "$(topic).enc"
@@ -89,6 +94,10 @@ class TopicRule(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TopicRule:
+        if self.tags is not None and self.mode != "schema":
+            raise ValueError(f"rule for {self.topic!r} names tags but mode is {self.mode!r} (use mode: schema)")
+        if self.mode == "schema" and self.tags == () and not self.fields:
+            raise ValueError(f"rule for {self.topic!r} is in schema mode but selects no tags and no fields")
         if self.mode == "fields" and not self.fields:
             raise ValueError(f"rule for {self.topic!r} is in fields mode but lists no fields")
         if self.mode == "value" and self.fields:
@@ -98,7 +107,7 @@ class TopicRule(BaseModel):
                 f"rule for {self.topic!r} encrypts the whole value but takes the subject from inside it: "
                 "readers could not find the subject (use the record key or a header, or mode: fields)"
             )
-        if self.mode == "fields" and self.subject.source == "json":
+        if self.mode in ("fields", "schema") and self.subject.source == "json":
             subject_path = self.subject.path or ""
             for field in self.fields:
                 if subject_path == field or subject_path.startswith(field + "."):
@@ -118,6 +127,22 @@ class TopicRule(BaseModel):
 
     def output_for(self, topic: str) -> str:
         return self.output_topic.replace(TOPIC_PLACEHOLDER, topic)
+
+    def require_not_schema(self, where: str) -> None:
+        """Refuse a schema-mode rule in a place that does not handle it yet (the Spark pipelines)."""
+        if self.mode == "schema":
+            raise ConfigError(
+                f"the rule for {self.topic!r} is in schema mode, which {where} does not handle yet",
+                hint="use the client library (EncryptingProducer / DecryptingConsumer with schema_registry=...) "
+                "for schema-registry topics; see docs/schema-aware.md",
+            )
+
+    @property
+    def selected_tags(self) -> frozenset[str]:
+        """Schema mode: the tags that select fields (``PII`` unless the rule names others)."""
+        if self.mode != "schema":
+            return frozenset()
+        return frozenset(("PII",) if self.tags is None else self.tags)
 
     @property
     def profile(self) -> AadProfile:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -56,6 +57,11 @@ def test_dev_up_status_down() -> None:
     try:
         assert state["bootstrap_servers"].startswith("127.0.0.1:")
         assert state["openbao"]["address"].startswith("http://127.0.0.1:")
+        registry_url = state["schema_registry_url"]
+        assert registry_url.startswith("http://127.0.0.1:")
+        assert registry_url.endswith("/apis/ccompat/v7")
+        with urllib.request.urlopen(f"{registry_url}/subjects", timeout=10) as resp:  # noqa: S310 - loopback
+            assert resp.status == 200
         # The command has returned; the stack is still serving.
         brokers = AdminClient({"bootstrap.servers": state["bootstrap_servers"]}).list_topics(timeout=20).brokers
         assert len(brokers) == 1

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"crypto"},
     {"envelope"},
     {"kms", "rules"},
+    {"schemas"},  # schema-aware encryption: registry client, Avro/JSON Schema/Protobuf fields (no Kafka)
     {"kafka"},  # the transport: config, topics, every confluent-kafka client
     {"keys"},
     {"clients", "doctor"},
@@ -37,6 +38,7 @@ FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
     "envelope": {"confluent_kafka", "pyspark", "click", "hvac", "boto3"},
     "crypto": {"confluent_kafka", "pyspark", "click", "hvac", "boto3"},
     "kms": {"confluent_kafka", "pyspark", "click"},
+    "schemas": {"pyspark", "click"},
     "kafka": {"pyspark", "click"},
     "keys": {"pyspark", "click"},
     "clients": {"pyspark", "click"},

@@ -12,7 +12,7 @@ from strongroom.cli.output import Output
 
 @click.group()
 def dev() -> None:
-    """Run the embedded local stack (Kafka, OpenBao, local KMS) in the background."""
+    """Run the embedded local stack (Kafka, OpenBao, schema registry, local KMS) in the background."""
 
 
 def _render_up(d: dict[str, Any]) -> str:
@@ -26,6 +26,8 @@ def _render_up(d: dict[str, Any]) -> str:
         lines.append(f"  --kms-config ({name:5})    {path}   (KEK 'strongroom-subjects', keys topic 'strongroom-keys')")
     if d.get("moto"):
         lines.append(f"  AWS KMS API (moto)       {d['moto']['endpoint_url']}")
+    if d.get("schema_registry_url"):
+        lines.append(f"  schema registry          {d['schema_registry_url']}  (Apicurio, Confluent API; in memory)")
     lines.append(f"  logs                     {d['kafka']['base_dir']}")
     lines.append("Stop it with: strongroom dev down")
     return "\n".join(lines)
@@ -34,13 +36,20 @@ def _render_up(d: dict[str, Any]) -> str:
 @dev.command()
 @click.option("--brokers", default=1, show_default=True, type=click.IntRange(1, 5), help="Kafka brokers.")
 @click.option("--with-moto", is_flag=True, help="Also start a moto server for the AWS KMS API.")
+@click.option(
+    "--registry/--no-registry",
+    default=True,
+    show_default=True,
+    help="Start an Apicurio schema registry (Java 21+; fetched from Maven Central on first use).",
+)
 @click.pass_obj
-def up(out: Output, brokers: int, with_moto: bool) -> None:
+def up(out: Output, brokers: int, with_moto: bool, registry: bool) -> None:
     """Start the stack and return; prints the addresses (``--output json`` for scripts)."""
     from strongroom.testing import devstack
 
-    out.note("starting Kafka and OpenBao (first start fetches Kafka from Maven Central) ...")
-    state = devstack.up(brokers=brokers, with_moto=with_moto)
+    what = "Kafka, OpenBao and the schema registry" if registry else "Kafka and OpenBao"
+    out.note(f"starting {what} (the first start fetches them from Maven Central) ...")
+    state = devstack.up(brokers=brokers, with_moto=with_moto, with_registry=registry)
     out.result(state.to_json(), _render_up)
 
 

@@ -62,6 +62,7 @@ from strongroom.keys.table import KeyTable
 from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnErasedRecord, OnFailure, OnPending, choose
 from strongroom.rules import EncryptionRules
+from strongroom.schemas.registry import SchemaRegistry
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -144,6 +145,7 @@ class DecryptingConsumer:
         create_topics: bool = True,
         encrypted_only: bool = True,
         registry: CollectorRegistry | None = None,
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
         self.on_failure = choose("on_failure", on_failure, OnFailure, ConfigError)
         self.erased = choose("erased", erased, OnErasedRecord, ConfigError)
@@ -160,6 +162,8 @@ class DecryptingConsumer:
         self.recheck_interval_s = recheck_interval_s
         self.create_topics = create_topics
         self.encrypted_only = encrypted_only
+        #: For schema-mode rules (docs/schema-aware.md); waits out a registry outage, never guesses.
+        self.schema_registry = schema_registry
         self.config = client_config.consumer(
             group_id, {**(consumer_overrides or {}), "enable.auto.offset.store": False}
         )
@@ -551,7 +555,7 @@ class DecryptingConsumer:
         if entry is None:
             rule = rule_for_encrypted(self.rules, topic)
             entry = self._codecs[topic] = (
-                RuleCodec(rule, encrypted_only=self.encrypted_only),
+                RuleCodec(rule, encrypted_only=self.encrypted_only, schema_registry=self.schema_registry),
                 self.topic_map.get(topic, topic),
             )
         return entry

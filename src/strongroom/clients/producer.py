@@ -49,6 +49,7 @@ from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
 from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules
+from strongroom.schemas.registry import SchemaRegistry
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -124,8 +125,11 @@ class EncryptingProducer:
         key_cache_ttl_s: float = 30.0,
         kms_outage_wait_s: float = 60.0,
         registry: CollectorRegistry | None = None,
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
         self.client_config = client_config
+        #: For schema-mode rules (docs/schema-aware.md); waits out a registry outage, never guesses.
+        self.schema_registry = schema_registry
         self.rules = rules
         self.keys = key_manager
         self.dead_letter_topic = dead_letter_topic
@@ -273,7 +277,8 @@ class EncryptingProducer:
         entry = self._codecs.get(topic)
         if entry is None:
             rule = self.rules.rule_for(topic)  # ConfigError naming the topic when no rule matches
-            entry = self._codecs[topic] = (RuleCodec(rule), rule.output_for(topic))
+            codec = RuleCodec(rule, schema_registry=self.schema_registry)
+            entry = self._codecs[topic] = (codec, rule.output_for(topic))
         return entry
 
     def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:

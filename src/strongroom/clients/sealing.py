@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from strongroom.clients.records import Header, NoSubject, subject_of, with_marker, without_marker
 from strongroom.envelope.aad import RecordContext
@@ -46,6 +46,10 @@ from strongroom.keys.records import MAX_SUBJECT_BYTES
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.rules import TopicRule
 
+if TYPE_CHECKING:
+    from strongroom.schemas.registry import SchemaRegistry
+    from strongroom.schemas.sealing import SchemaFields
+
 #: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts (Spark checks the same).
 SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
 _MIN_SUBJECT_ENVELOPE: Final = len(SUBJECT_KEY_PREFIX) + SUBJECT_KEY_ID_SIZE + 1 + NONCE_SIZE + TAG_SIZE
@@ -56,12 +60,18 @@ _MAX_MARKERS: Final = 16
 class RuleCodec:
     """Seals and opens the records of one rule (holds the compiled field paths and the marker header)."""
 
-    def __init__(self, rule: TopicRule, *, encrypted_only: bool = False) -> None:
+    def __init__(
+        self, rule: TopicRule, *, encrypted_only: bool = False, schema_registry: SchemaRegistry | None = None
+    ) -> None:
         self.rule = rule
         #: Opening refuses records without the marker header (see docs/threat-model.md, downgrade).
         self.encrypted_only = encrypted_only
         self.mode = ValueMode.JSON_FIELDS if rule.mode == "fields" else ValueMode.WHOLE_VALUE
         self.fields = FieldRules(rule.fields) if rule.mode == "fields" else None
+        #: Schema mode (docs/schema-aware.md): the tagged fields of schema-registry records.
+        self.schema = _schema_fields(rule, schema_registry) if rule.mode == "schema" else None
+        if self.schema is not None:
+            self.mode = ValueMode.SCHEMA_FIELDS
         self.marker: Header = marker_header(self.mode)
         self.profile = rule.profile
         self._key_subject = rule.subject.source == "key"
@@ -70,12 +80,16 @@ class RuleCodec:
 
     # ------------------------------------------------------------------ producer side
     def subject(self, key: bytes | None, value: bytes | None, headers: list[Header]) -> str | NoSubject:
+        if self.schema is not None and self.rule.subject.source == "json":
+            return _schema_subject(self.schema, self.rule, value)
         return subject_of(self.rule, key, value, headers)
 
     def seal_value(self, value: bytes, out_topic: str, subject: str, key_id: bytes, dek: bytes) -> bytes:
         """The encrypted value bound to ``out_topic`` and ``subject``; :class:`EnvelopeError` if it cannot be."""
         ref = self._ref(key_id)
         ctx = RecordContext(out_topic, subject.encode("utf-8"), self.profile)
+        if self.schema is not None:
+            return self.schema.seal(value, dek, ref, ctx)
         if self.fields is None:
             return seal(value, dek, ref, ctx)
         return encrypt_json_fields(value, self.fields, dek, ref, ctx)
@@ -133,7 +147,9 @@ class RuleCodec:
         keys = _RecordKeys(lookup, subject)
         ctx = RecordContext(bound_topic, subject_bytes)
         try:
-            if self.fields is None:
+            if self.schema is not None:
+                plain, _ = self.schema.open(value, keys, ctx)
+            elif self.fields is None:
                 plain = decrypt_value(value, keys, ctx)
             else:
                 plain = decrypt_json_fields(
@@ -167,6 +183,11 @@ class RuleCodec:
                 "(a plaintext or downgraded record)",
                 None,
             )
+        if self.schema is not None:
+            try:
+                return None if self.schema.holds_envelopes(value) else Passthrough()
+            except EnvelopeError as exc:
+                return Failed(_describe(exc), exc)
         if self.fields is None:
             return None if self._looks_encrypted(value) else Passthrough()
         try:
@@ -199,6 +220,35 @@ class RuleCodec:
             return None
         document = FieldDocument(value, self.fields)
         return document if document.sealed else None
+
+
+def _schema_fields(rule: TopicRule, registry: SchemaRegistry | None) -> SchemaFields:
+    if registry is None:
+        raise ConfigError(
+            f"the rule for {rule.topic!r} is in schema mode but no schema registry was given",
+            hint="pass schema_registry=SchemaRegistry(url) to the producer or consumer",
+        )
+    from strongroom.schemas.fields import Selection
+    from strongroom.schemas.sealing import SchemaFields
+
+    subject_path = rule.subject.path if rule.subject.source == "json" else None
+    return SchemaFields(registry, Selection(rule.selected_tags, rule.fields), subject_path=subject_path)
+
+
+def _schema_subject(schema: SchemaFields, rule: TopicRule, value: bytes | None) -> str | NoSubject:
+    """The subject at the rule's field path of a schema-registry record (read with its schema)."""
+    where = f"field path {rule.subject.path}"
+    if value is None:
+        return NoSubject(f"no subject ({where} is missing or empty)")
+    try:
+        text = schema.subject(value, rule.subject.path or "")
+    except EnvelopeError as exc:
+        return NoSubject(f"no subject ({where} cannot be read: {exc.problem})")
+    if not text:
+        return NoSubject(f"no subject ({where} is missing, empty or not a string or integer)")
+    if len(text.encode("utf-8")) > MAX_SUBJECT_BYTES:
+        return NoSubject(f"no subject ({where} is more than {MAX_SUBJECT_BYTES} bytes)")
+    return text
 
 
 def _describe(exc: StrongroomError) -> str:
@@ -269,7 +319,8 @@ def seal_record(
     try:
         sealed = codec.seal_value(value, out_topic, subject, key[0], key[1])
     except EnvelopeError as exc:
-        return Rejected(f"{exc.problem}{' (field mode)' if codec.rule.mode == 'fields' else ''}")
+        mode = {"fields": " (field mode)", "schema": " (schema mode)"}.get(codec.rule.mode, "")
+        return Rejected(f"{exc.problem}{mode}")
     if len(sealed) > limit:
         return Rejected(
             f"encrypted value would be {len(sealed)} bytes, above the output topic's limit of {limit} bytes"

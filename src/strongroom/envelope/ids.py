@@ -40,6 +40,8 @@ class ValueMode(IntEnum):
 
     WHOLE_VALUE = 0x01
     JSON_FIELDS = 0x02
+    #: Fields of a schema-registry record (Confluent wire format) sealed in place (strongroom 0.2).
+    SCHEMA_FIELDS = 0x03
 
 
 class Cipher(IntEnum):

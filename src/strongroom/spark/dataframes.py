@@ -252,7 +252,10 @@ def _apply_decrypt_policies(frame: DataFrame, on_failure: FrameOnFailure, erased
 
 # ---------------------------------------------------------------------------- helpers
 def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
-    return rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
+    parsed = rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
+    for rule in parsed.rules:
+        rule.require_not_schema("the DataFrame API")
+    return parsed
 
 
 def _split(

@@ -91,6 +91,7 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
     plaintext so the job can dead-letter them — the job never writes a rejected row to the output topic.
     ``max_value_bytes`` bounds the *encrypted* value (the output topic's limit minus record headroom).
     """
+    rule.require_not_schema("the Spark pipelines")
     out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
     joined = batch.join(F.broadcast(keys), on="subject", how="left")
     if rule.mode == "fields":
@@ -293,6 +294,7 @@ def decrypt_frame(
     ``encrypted_only``, a record without the marker header: plaintext or downgraded).
     A failed, pending or dropped row never carries plaintext.
     """
+    rule.require_not_schema("the Spark pipelines")
     joined = batch.join(F.broadcast(keys), on="key_id", how="left")
     reason = _decrypt_reason(rule, encrypted_only)
     status = _decrypt_status(rule, reason)

@@ -1,8 +1,9 @@
 """The embedded local stack behind ``strongroom dev up|down|status`` and ``make demo``.
 
 It is a Kafka cluster (1 broker by default), a persistent OpenBao with Transit (KEKs survive
-``dev down``/``dev up``), optionally a moto server for the AWS KMS API, and the path of the local
-keyring file. ``up`` starts the servers detached from the calling command, records their process
+``dev down``/``dev up``), an Apicurio schema registry (Confluent API; in memory, empty at every ``up``;
+``with_registry=False`` leaves it out), optionally a moto server for the AWS KMS API, and the path of the
+local keyring file. ``up`` starts the servers detached from the calling command, records their process
 ids and addresses in ``<STRONGROOM_HOME>/dev/state.json``, and returns; ``down`` stops them.
 Kafka's data is discarded at ``down`` (the cluster is formatted afresh at every ``up``).
 """
@@ -29,6 +30,8 @@ class DevStackState:
     local_kms_path: str
     moto: dict[str, Any] | None = None
     pids: list[int] = field(default_factory=list)
+    #: The schema registry (``url``: the Confluent-compatible API root), or None when left out.
+    schema_registry: dict[str, Any] | None = None
     #: ``--kms-config`` files for the stack's KMSes (local keyring, OpenBao), each with the KEK made.
     kms_configs: dict[str, str] = field(default_factory=dict)
 
@@ -39,6 +42,8 @@ class DevStackState:
             "openbao": self.openbao,
             "local_kms_path": self.local_kms_path,
             "moto": self.moto,
+            "schema_registry": self.schema_registry,
+            "schema_registry_url": self.schema_registry["url"] if self.schema_registry else None,
             "pids": self.pids,
             "kms_configs": self.kms_configs,
             "stop_with": "strongroom dev down",
@@ -62,6 +67,7 @@ def load_state() -> DevStackState | None:
             local_kms_path=raw["local_kms_path"],
             moto=raw.get("moto"),
             pids=list(raw.get("pids", [])),
+            schema_registry=raw.get("schema_registry"),
             kms_configs=dict(raw.get("kms_configs", {})),
         )
     except (ValueError, KeyError) as exc:
@@ -75,7 +81,7 @@ def is_running(state: DevStackState) -> bool:
     return any(pid_alive(pid) for pid in state.pids)
 
 
-def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
+def up(*, brokers: int = 1, with_moto: bool = False, with_registry: bool = True) -> DevStackState:
     """Start the stack detached; if one is already running, return its state unchanged."""
     existing = load_state()
     if existing is not None and is_running(existing):
@@ -83,6 +89,7 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
     from strongroom.testing.kafka_cluster import KafkaCluster
     from strongroom.testing.moto_server import MotoServer
     from strongroom.testing.openbao import OpenBaoServer
+    from strongroom.testing.schema_registry import SchemaRegistryServer
 
     base = dev_dir()
     base.mkdir(parents=True, exist_ok=True)
@@ -98,6 +105,10 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
         if with_moto:
             moto = MotoServer(detached=True, log_dir=base / "moto").start()
             started.append(moto)
+        registry = None
+        if with_registry:
+            registry = SchemaRegistryServer(detached=True, log_dir=base / "registry").start()
+            started.append(registry)
     except BaseException:
         for server in reversed(started):
             server.stop()
@@ -109,6 +120,7 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
         for p in (
             bao.process.pid if bao.process else None,
             moto.process.pid if moto and moto.process else None,
+            registry.process.pid if registry and registry.process else None,
         )
         if p
     ]
@@ -119,6 +131,7 @@ def up(*, brokers: int = 1, with_moto: bool = False) -> DevStackState:
         local_kms_path=str(base / "local-kms.json"),
         moto=moto.describe() if moto else None,
         pids=pids,
+        schema_registry=registry.describe() if registry else None,
         kms_configs=kms_configs,
     )
     state_file().write_text(json.dumps(state.to_json(), indent=2))

@@ -11,6 +11,7 @@ never interfere through Kafka state.
   tests that need an unclean election to lose acknowledged records
 * ``kafka_cluster_factory`` - start a private cluster with special settings (stopped after the test)
 * ``openbao`` - OpenBao dev server with Transit; ``moto_kms`` - moto server for the AWS KMS API
+* ``schema_registry`` - Apicurio Registry (Confluent API at ``.url``), fetched from Maven Central on first use
 * ``spark`` - one small local SparkSession with Spark's Kafka connector
 * ``new_topic`` / ``new_topic3`` / ``unique_name`` / ``new_group`` - isolation helpers
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from strongroom.testing.kafka_cluster import KafkaCluster
     from strongroom.testing.moto_server import MotoServer
     from strongroom.testing.openbao import OpenBaoServer
+    from strongroom.testing.schema_registry import SchemaRegistryServer
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -48,6 +50,7 @@ STACK_FIXTURES = {
     "kafka_cluster_factory": "integration",
     "openbao": "integration",
     "moto_kms": "integration",
+    "schema_registry": "integration",
     "spark": "spark",
     "new_topic": "integration",
     "new_topic3": "cluster3",
@@ -208,6 +211,18 @@ def moto_kms() -> Iterator[MotoServer]:
     from strongroom.testing.moto_server import MotoServer
 
     server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[SchemaRegistryServer]:
+    """One Apicurio Registry for the session (in-memory: tests register their own uuid-named subjects)."""
+    from strongroom.testing.schema_registry import SchemaRegistryServer
+
+    server = SchemaRegistryServer().start()
     try:
         yield server
     finally:

@@ -19,6 +19,7 @@ from strongroom.envelope import (
 def test_marker_header_bytes() -> None:
     assert marker_header(ValueMode.WHOLE_VALUE) == ("strongroom.enc", b"\x01\x01")
     assert marker_header(ValueMode.JSON_FIELDS) == ("strongroom.enc", b"\x01\x02")
+    assert marker_header(ValueMode.SCHEMA_FIELDS) == ("strongroom.enc", b"\x01\x03")
 
 
 def test_parse_round_trip() -> None:
@@ -37,7 +38,7 @@ def test_parse_round_trip() -> None:
         (b"\x02\x01", UnsupportedFormatVersion),
         (b"\x00\x01", UnsupportedFormatVersion),
         (b"\x01\x00", UnknownValueMode),
-        (b"\x01\x03", UnknownValueMode),
+        (b"\x01\x04", UnknownValueMode),  # 0x03 is schema fields (strongroom 0.2); 0x04 is unassigned
     ],
 )
 def test_bad_header_values(value: bytes | None, error: type[Exception]) -> None:

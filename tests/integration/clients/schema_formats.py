@@ -1,0 +1,125 @@
+"""The three schema formats as a producer meets them: confluent-kafka's serializer and deserializer around
+strongroom, the same customer-event schema in each, with ``email`` and ``name`` tagged PII."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "CustomerEvent",
+    "namespace": "shop",
+    "fields": [
+        {"name": "customer_id", "type": "string"},
+        {"name": "email", "type": "string", "confluent:tags": ["PII"]},
+        {"name": "name", "type": ["null", "string"], "default": None, "confluent:tags": ["PII"]},
+        {"name": "sku", "type": "string"},
+        {"name": "qty", "type": "int"},
+    ],
+}
+JSON_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "CustomerEvent",
+    "type": "object",
+    "properties": {
+        "customer_id": {"type": "string"},
+        "email": {"type": "string", "confluent:tags": ["PII"]},
+        "name": {"type": ["string", "null"], "confluent:tags": ["PII"]},
+        "sku": {"type": "string"},
+        "qty": {"type": "integer"},
+    },
+    "required": ["customer_id", "email", "sku", "qty"],
+}
+PROTO_SCHEMA = """syntax = "proto3";
+package shop;
+import "confluent/meta.proto";
+
+message CustomerEvent {
+  string customer_id = 1;
+  string email = 2 [(confluent.field_meta).tags = "PII"];
+  optional string name = 3 [(confluent.field_meta).tags = "PII"];
+  string sku = 4;
+  int32 qty = 5;
+}
+"""
+
+
+def customer_events(n: int, customers: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "customer_id": f"cust-{i % customers}",
+            "email": f"c{i}@example.com",
+            "name": f"Customer {i}",
+            "sku": f"SKU-{i}",
+            "qty": i,
+        }
+        for i in range(n)
+    ]
+
+
+@dataclass
+class Format:
+    """One format: serialize a dict to the Confluent wire format and read it back (with the registry)."""
+
+    name: str
+    serialize: Callable[[dict[str, Any]], bytes]
+    deserialize: Callable[[bytes], dict[str, Any]]
+
+
+def make_format(name: str, client: SchemaRegistryClient, topic: str) -> Format:
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    if name == "avro":
+        from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+        avro_out = AvroSerializer(client, json.dumps(AVRO_SCHEMA))
+        avro_in = AvroDeserializer(client)
+        return Format(name, lambda d: bytes(avro_out(d, ctx)), lambda b: dict(avro_in(b, ctx)))
+    if name == "json":
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+        json_out = JSONSerializer(json.dumps(JSON_SCHEMA), client)
+        json_in = JSONDeserializer(json.dumps(JSON_SCHEMA))
+        return Format(name, lambda d: bytes(json_out(d, ctx)), lambda b: dict(json_in(b, ctx)))
+    return _protobuf(client, ctx)
+
+
+def _protobuf(client: SchemaRegistryClient, ctx: SerializationContext) -> Format:
+    """Protobuf: the message class compiled from the same .proto text (protoc, as strongroom does).
+
+    Reading back parses the payload after the frame and message indexes with that class: confluent-kafka's
+    ProtobufDeserializer asks the registry for ``?format=serialized``, which Apicurio does not serve."""
+    from confluent_kafka.schema_registry import Schema
+    from google.protobuf import descriptor_pool, json_format, message_factory
+
+    from strongroom.schemas.protobuf_format import compile_proto, split_indexes
+    from strongroom.schemas.wire import frame, unframe
+
+    compiled = compile_proto({"customer.proto": PROTO_SCHEMA}, "customer.proto")
+    pool = descriptor_pool.DescriptorPool()
+    for file_proto in compiled.file:
+        pool.Add(file_proto)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.CustomerEvent"))
+    schema_id = client.register_schema(f"{ctx.topic}-value", Schema(PROTO_SCHEMA, "PROTOBUF"))
+
+    def serialize(d: dict[str, Any]) -> bytes:
+        return frame(schema_id, b"\x00" + cls(**d).SerializeToString())
+
+    def deserialize(b: bytes) -> dict[str, Any]:
+        framed = unframe(b)
+        assert framed.schema_id == schema_id
+        _, start = split_indexes(framed.payload)
+        message = cls()
+        message.ParseFromString(framed.payload[start:])
+        out = json_format.MessageToDict(
+            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        out["qty"] = int(out.get("qty", 0))
+        return out
+
+    return Format("protobuf", serialize, deserialize)
