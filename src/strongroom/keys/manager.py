@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,10 +46,10 @@ from strongroom.keys.errors import KeyCreationFailed, KeysConfigError, WrappingK
 from strongroom.keys.murmur2 import partition_for
 from strongroom.keys.records import (
     LayoutRecord,
-    SubjectKeyRecord,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     check_subject,
+    subject_key_message,
     wk_edek_context,
 )
 from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey, SubjectState
@@ -59,8 +60,8 @@ from strongroom.keys.wrapping import (
     WrappingKeyPolicy,
     new_key_id,
     new_wk_id,
+    new_wrapped_subject_keys,
     new_wrapping_key,
-    wrap_subject_key,
 )
 from strongroom.kms.api import Kms
 from strongroom.runtime import now_ms
@@ -166,6 +167,7 @@ class KeyManager:
             self.counters["batches"] += 1
             result: dict[str, KeyOrDecision] = {}
             need: list[str] = []
+            applied_before = self.table.applied_offsets()  # the states below reflect at least this much
             states = self.table.subject_states(ordered)
             self.table.warm(st.current_key.key_id for st in states.values() if st.current_key is not None)
             for subject in ordered:
@@ -183,6 +185,7 @@ class KeyManager:
                         f"({_MAX_ROUNDS} rounds)",
                         hint="retry the batch; erasure keeps winning, which is the intended outcome",
                     )
+                written_before = Counter(self._writer.acknowledged)
                 created = self._create(need, {s: states[s].partition for s in need})
                 targets: dict[int, int] = {}
                 for key in created.values():
@@ -190,6 +193,11 @@ class KeyManager:
                     assert key.offset is not None
                     targets[key.partition] = max(targets.get(key.partition, 0), key.offset + 1)
                 self.table.wait_for_offsets(targets, self.timeout)
+                if rounds == 1 and _only_own_records(
+                    applied_before, targets, self._writer.acknowledged - written_before
+                ):
+                    result.update(created)  # nothing else reached these partitions: every own key is current
+                    break
                 need = []
                 unused: list[SubjectKey] = []
                 states = self.table.subject_states(created)
@@ -263,26 +271,23 @@ class KeyManager:
         return PolicyDecision(subject, self.policy, erasure, key)
 
     def _create(self, subjects: list[str], partitions: dict[str, int]) -> dict[str, SubjectKey]:
+        """Write a new key for each subject (one produce and one flush per wrapping key's share)."""
         created: dict[str, SubjectKey] = {}
         step = self.wrapping.max_keys
         for start in range(0, len(subjects), step):
             chunk = subjects[start : start + step]
             wk = self._wrapping_key(len(chunk))
-            now = now_ms()
-            batch: list[tuple[int, SubjectKeyRecord]] = []
-            keys: list[SubjectKey] = []
-            for subject in chunk:
-                raw = subject.encode("utf-8")
-                sk = generate_dek()
-                key_id = new_key_id()
-                wrapped = wrap_subject_key(wk.cipher, sk, raw, key_id, wk.wk_id)
-                partition = partitions[subject]
-                batch.append((partition, SubjectKeyRecord(subject, key_id, wk.wk_id, wrapped, now, wk.kek_ref)))
-                keys.append(SubjectKey(subject, key_id, sk, wk.wk_id, partition))
+            raws = [subject.encode("utf-8") for subject in chunk]  # checked in get_or_create
+            made = new_wrapped_subject_keys(wk.cipher, wk.wk_id, raws)
+            now, kek_ref, wk_id = now_ms(), wk.kek_ref.encode("utf-8"), wk.wk_id
+            messages = [
+                (partitions[subject], *subject_key_message(raw, key_id, wk_id, wrapped, now, kek_ref))
+                for subject, raw, (key_id, _, wrapped) in zip(chunk, raws, made, strict=True)
+            ]
             wk.used += len(chunk)
-            offsets = self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
-            for key, offset in zip(keys, offsets, strict=True):
-                created[key.subject] = SubjectKey(key.subject, key.key_id, key.key, key.wk_id, key.partition, offset)
+            offsets = self._writer.write_messages(messages, error=KeyCreationFailed, timeout=self.timeout)
+            for subject, (key_id, sk, _), offset in zip(chunk, made, offsets, strict=True):
+                created[subject] = SubjectKey(subject, key_id, sk, wk_id, partitions[subject], offset)
             self.counters["created"] += len(chunk)
         return created
 
@@ -338,3 +343,16 @@ class KeyManager:
             self.counters["discarded"] += len(batch)
         except KeyCreationFailed as exc:  # harmless: a key that encrypted nothing
             log.warning("could not tombstone %d unused subject keys: %s", len(batch), exc)
+
+
+def _only_own_records(applied_before: Mapping[int, int], targets: Mapping[int, int], own: Counter[int]) -> bool:
+    """True when every record between where the table was (before the batch's subject states were read)
+    and the batch's own keys is one this writer wrote: no other creator's key, no erasure marker and
+    no tombstone can then have come between, and each new key is its subject's current key.
+
+    Offsets of a partition are consecutive, so it is a count: the window's size equals the number of
+    this writer's records acknowledged in that partition meanwhile. Anything else (another writer, an
+    eraser, a table that applied records after ``applied_before`` was taken) falls back to reading
+    each subject's state.
+    """
+    return all(end - applied_before.get(partition, 0) == own[partition] for partition, end in targets.items())

@@ -278,22 +278,20 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
 
 def _subject_key_message(record: SubjectKeyRecord) -> tuple[bytes, bytes]:
     """A subject key's message: key ``prefix ‖ subject ‖ 0 ‖ key id``, value the packed binary layout."""
-    subject = check_subject(record.subject)
-    kek_ref = record.kek_ref.encode("utf-8")
-    packed = b"".join(
-        (
-            _SK_HEAD.pack(
-                SK_VALUE_V1, SK_ALG_IDS[record.alg], record.created_ms, record.key_id, record.wk_id,
-                len(record.wrapped_sk),
-            ),
-            record.wrapped_sk,
-            _U16.pack(len(subject)),
-            subject,
-            _U16.pack(len(kek_ref)),
-            kek_ref,
-        )
+    return subject_key_message(
+        check_subject(record.subject), record.key_id, record.wk_id, record.wrapped_sk, record.created_ms,
+        record.kek_ref.encode("utf-8"), SK_ALG_IDS[record.alg],
     )  # fmt: skip
-    return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", record.key_id)), packed
+
+
+def subject_key_message(
+    subject: bytes, key_id: bytes, wk_id: bytes, wrapped_sk: bytes, created_ms: int, kek_ref: bytes, alg_id: int = 0x01
+) -> tuple[bytes, bytes]:
+    """The (message key, value) of a subject key from its parts, ``subject`` already checked
+    (:func:`check_subject`): key creation encodes a whole batch this way without a record object each."""
+    head = _SK_HEAD.pack(SK_VALUE_V1, alg_id, created_ms, key_id, wk_id, len(wrapped_sk))
+    value = b"".join((head, wrapped_sk, _U16.pack(len(subject)), subject, _U16.pack(len(kek_ref)), kek_ref))
+    return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", key_id)), value
 
 
 def _wrapping_key_value(record: WrappingKeyRecord) -> bytes:
@@ -430,13 +428,28 @@ def decode_or_salvage(key: bytes, value: bytes | None) -> KeysRecord | None:
 
 
 def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | SubjectKeyTombstone:
+    if value is None:
+        if len(key) < 2 + 1 + 1 + KEY_ID_SIZE or key[-KEY_ID_SIZE - 1] != 0:
+            raise CorruptKeyRecord(f"subject-key message key of {len(key)} bytes is malformed")
+        return SubjectKeyTombstone(_subject(key[2 : -KEY_ID_SIZE - 1], "subject-key"), key[-KEY_ID_SIZE:])
+    key_id, subject, wk_id, wrapped, _, _, created, kek_ref = subject_key_row(key, value, 0, 0)
+    return SubjectKeyRecord(subject, key_id, wk_id, wrapped, created, kek_ref, SK_ALG)
+
+
+#: A subject-key record as the key store inserts it:
+#: ``(key_id, subject, wk_id, wrapped_sk, partition, offset, created_ms, kek_ref)``.
+SubjectKeyRow = tuple[bytes, str, bytes, bytes, int, int, int, str]
+
+
+def subject_key_row(key: bytes, value: bytes, partition: int, offset: int) -> SubjectKeyRow:
+    """A subject-key message (with a value) decoded straight into the row the key store inserts.
+
+    The hot path of every key table's catch-up — one per data subject — so it builds no record object:
+    one ``struct`` call, a few slices, lengths checked against the size. :class:`CorruptKeyRecord`
+    for anything malformed, like :func:`decode`.
+    """
     if len(key) < 2 + 1 + 1 + KEY_ID_SIZE or key[-KEY_ID_SIZE - 1] != 0:
         raise CorruptKeyRecord(f"subject-key message key of {len(key)} bytes is malformed")
-    subject = _subject(key[2 : -KEY_ID_SIZE - 1], "subject-key")
-    key_id = key[-KEY_ID_SIZE:]
-    if value is None:
-        return SubjectKeyTombstone(subject, key_id)
-    # Hot path of every key table's catch-up: one struct call, then lengths checked against the size.
     if not value or value[0] != SK_VALUE_V1:
         version = f"0x{value[0]:02x}" if value else "an empty value"
         raise CorruptKeyRecord(
@@ -457,12 +470,12 @@ def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | S
         raise CorruptKeyRecord(f"subject-key value of {size} bytes is truncated or garbled") from None
     if pos + 2 + kek_len != size or len(wrapped) != wrapped_len:
         raise CorruptKeyRecord(f"subject-key value of {size} bytes has inconsistent lengths")
+    key_id = key[-KEY_ID_SIZE:]
     if value_key_id != key_id or value_subject != key[2 : -KEY_ID_SIZE - 1]:
         raise CorruptKeyRecord("subject-key value names another subject or key id than its message key")
-    alg = _SK_ALG_NAMES.get(alg_id)
-    if alg is None:
+    if alg_id not in _SK_ALG_NAMES:
         raise CorruptKeyRecord(f"subject key algorithm id 0x{alg_id:02x} is unknown")
-    return SubjectKeyRecord(subject, key_id, wk_id, wrapped, created, kek_ref, alg)
+    return key_id, _subject(value_subject, "subject-key"), wk_id, wrapped, partition, offset, created, kek_ref
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

@@ -42,6 +42,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -53,6 +54,7 @@ from strongroom.keys.records import (
     LostMarker,
     LostMarkerTombstone,
     SubjectKeyRecord,
+    SubjectKeyRow,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     WrappingKeyTombstone,
@@ -97,6 +99,23 @@ WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6
 
 
 _KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref"
+#: Page cache of the store's connection. A catch-up inserts at random places of two B-trees (key id,
+#: subject); with the inner pages cached, each insert touches about one leaf page per tree. A bound, not
+#: a share of the store: the same at one million subjects and at ten.
+_CACHE_KIB: Final = 65536
+
+#: What :meth:`KeyStore.apply` takes: a record at its place, or a decoded subject-key row.
+ApplyItem = tuple[int, int, KeysRecord] | SubjectKeyRow
+
+
+def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKeyRow:
+    return (record.key_id, record.subject, record.wk_id, record.wrapped_sk, partition, offset, record.created_ms,
+            record.kek_ref)  # fmt: skip
+
+
+def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow]) -> None:
+    rows.sort(key=itemgetter(0))  # stable: two records of one key id keep their order (the later wins)
+    db.executemany(_INSERT_KEY, rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +219,7 @@ class KeyStore:
         db.execute("PRAGMA journal_mode=MEMORY")
         db.execute("PRAGMA synchronous=OFF")
         db.execute("PRAGMA temp_store=MEMORY")
-        db.execute("PRAGMA cache_size=-8192")
+        db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         return db
 
     def _open(self) -> sqlite3.Connection:
@@ -263,35 +282,34 @@ class KeyStore:
         with self._lock:
             return dict(self._db.execute("SELECT partition, next_offset FROM offsets").fetchall())
 
-    def apply(self, records: Sequence[tuple[int, int, KeysRecord]], next_offsets: dict[int, int]) -> ApplyEffects:
-        """Apply ``(partition, offset, record)`` in order, and store ``next_offsets``, in one transaction."""
+    def apply(self, records: Sequence[ApplyItem], next_offsets: dict[int, int]) -> ApplyEffects:
+        """Apply records in order, and store ``next_offsets``, in one transaction.
+
+        Each item is ``(partition, offset, record)`` or a subject-key row as the follower decodes it
+        (:func:`~strongroom.keys.records.subject_key_row`). Consecutive subject keys are inserted in one
+        ``executemany``, sorted by key id (the primary key: neighbouring pages, fewer page visits); their
+        order among themselves does not matter, only their order against other records, which is kept.
+        """
         effects = ApplyEffects()
         with self._lock:
             db = self._db
             db.execute("BEGIN")
             try:
-                pending: list[tuple[object, ...]] = []
-                for partition, offset, record in records:
+                pending: list[SubjectKeyRow] = []
+                for item in records:
+                    if len(item) == 8:
+                        pending.append(item)
+                        continue
+                    partition, offset, record = item
                     if isinstance(record, SubjectKeyRecord):
-                        pending.append(
-                            (
-                                record.key_id,
-                                record.subject,
-                                record.wk_id,
-                                record.wrapped_sk,
-                                partition,
-                                offset,
-                                record.created_ms,
-                                record.kek_ref,
-                            )
-                        )
+                        pending.append(_row_of(record, partition, offset))
                         continue
                     if pending:
-                        db.executemany(_INSERT_KEY, pending)
+                        _insert_keys(db, pending)
                         pending = []
                     self._apply_one(db, partition, offset, record, effects)
                 if pending:
-                    db.executemany(_INSERT_KEY, pending)
+                    _insert_keys(db, pending)
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )

@@ -56,7 +56,7 @@ from strongroom.keys.errors import (
 from strongroom.keys.follower import KeysFollower
 from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
 from strongroom.keys.lost_check import RECHECK_SECONDS, LostMarkerCheck, RefusedLostMarker
-from strongroom.keys.murmur2 import subject_partition
+from strongroom.keys.murmur2 import subject_partition, subject_partitions
 from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
 from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
@@ -560,6 +560,10 @@ class KeyTable:
         markers = self.store.markers_many(wanted)
         states: dict[str, SubjectState] = {}
         lost = self._lost
+        keyless = [subject for subject in wanted if not keys[subject]]
+        placed = dict(
+            zip(keyless, subject_partitions([s.encode("utf-8") for s in keyless], self.partitions), strict=True)
+        )
         for subject in wanted:
             marker = markers.get(subject)
             erasure = None
@@ -569,7 +573,7 @@ class KeyTable:
                 KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)))
                 for k in keys[subject]
             )
-            partition = keys[subject][0].partition if infos else subject_partition(subject, self.partitions)
+            partition = keys[subject][0].partition if infos else placed[subject]
             states[subject] = SubjectState(subject, partition, infos, erasure)
         return states
 
