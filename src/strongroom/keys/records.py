@@ -8,12 +8,20 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     lost marker     b"x\\0" + wk_id(16)                               "every subject key under this WK is lost"
     nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
     layout          b"m\\0layout"                                      partition count the topic was created with
+    seal lease      b"u\\0" + key_id(16) + lease_id(8)                 "may I seal N more records with this key?"
 
 Subject-key values — the bulk of the topic, one per data subject, read by every cold key table — are
 compact binary (big-endian, decoded with one ``struct`` call)::
 
     version 0x01 | alg 0x01 (A256GCM-WK1) | created u64 ms | key_id(16) | wk_id(16)
     | u8 len + wrapped_sk | u16 len + subject(UTF-8) | u16 len + kek_ref(UTF-8)
+
+Seal-lease values (:mod:`strongroom.keys.usage`; several per busy key, none for most) are binary too::
+
+    version 0x01 | seals u64 | max_seals u64 | requested_at u64 ms
+
+A lease lives in its key's subject partition and names no subject: erasure removes the key, and a
+lease of an unknown key is ignored.
 
 Every other value is a UTF-8 JSON object with ``"v": 1`` and a ``"type"`` (rare, read by people too).
 A subject-key value holds the subject key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value
@@ -51,6 +59,10 @@ ERASURE_PREFIX: Final = b"e\x00"
 LOST_PREFIX: Final = b"x\x00"
 NUDGE_PREFIX: Final = b"n\x00"
 LAYOUT_KEY: Final = b"m\x00layout"
+LEASE_PREFIX: Final = b"u\x00"
+LEASE_ID_SIZE: Final = 8
+LEASE_VALUE_V1: Final = 0x01
+_LEASE: Final = struct.Struct(">BQQQ")
 
 #: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
 SK_ALG: Final = "A256GCM-WK1"
@@ -201,6 +213,18 @@ class NudgeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SealLease:
+    """A writer asks to seal ``seals`` more records with subject key ``key_id``; granted if the key's
+    leases, in partition order, stay within ``max_seals`` (:mod:`strongroom.keys.usage`)."""
+
+    key_id: bytes
+    lease_id: bytes
+    seals: int
+    max_seals: int
+    requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayoutRecord:
     """The partition count the keys topic was created with."""
 
@@ -225,6 +249,7 @@ KeysRecord = (
     | LostMarkerTombstone
     | NudgeRecord
     | LayoutRecord
+    | SealLease
     | IgnoredRecord
 )
 
@@ -270,6 +295,11 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
         return lost_message_key(_check_wk_id(record.wk_id)), None
     if isinstance(record, NudgeRecord):
         return nudge_message_key(record.partition), _dumps({"v": VALUE_VERSION, "type": "nudge", "at": record.at_ms})
+    if isinstance(record, SealLease):
+        if len(record.key_id) != KEY_ID_SIZE or len(record.lease_id) != LEASE_ID_SIZE:
+            raise ValueError(f"a seal lease names a {KEY_ID_SIZE}-byte key id and an {LEASE_ID_SIZE}-byte lease id")
+        packed = _LEASE.pack(LEASE_VALUE_V1, record.seals, record.max_seals, record.requested_at_ms)
+        return LEASE_PREFIX + record.key_id + record.lease_id, packed
     if isinstance(record, LayoutRecord):
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
@@ -383,6 +413,8 @@ def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
         return _decode_wrapping_key(key, value)
     if prefix == LOST_PREFIX:
         return _decode_lost(key, value)
+    if prefix == LEASE_PREFIX:
+        return _decode_lease(key, value)
     if prefix == NUDGE_PREFIX:
         if value is None:
             return IgnoredRecord("nudge")
@@ -476,6 +508,22 @@ def subject_key_row(key: bytes, value: bytes, partition: int, offset: int) -> Su
     if alg_id not in _SK_ALG_NAMES:
         raise CorruptKeyRecord(f"subject key algorithm id 0x{alg_id:02x} is unknown")
     return key_id, _subject(value_subject, "subject-key"), wk_id, wrapped, partition, offset, created, kek_ref
+
+
+def _decode_lease(key: bytes, value: bytes | None) -> SealLease | IgnoredRecord:
+    if len(key) != 2 + KEY_ID_SIZE + LEASE_ID_SIZE:
+        raise CorruptKeyRecord(f"seal-lease message key of {len(key)} bytes is malformed")
+    if value is None:
+        return IgnoredRecord("lease")
+    if len(value) != _LEASE.size or value[0] != LEASE_VALUE_V1:
+        raise CorruptKeyRecord(
+            f"seal-lease value of {len(value)} bytes is not version 0x01",
+            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
+        )
+    _, seals, max_seals, requested_at = _LEASE.unpack(value)
+    if not 1 <= seals <= max_seals:
+        raise CorruptKeyRecord(f"seal lease asks for {seals} seals under a bound of {max_seals}")
+    return SealLease(key[2 : 2 + KEY_ID_SIZE], key[2 + KEY_ID_SIZE :], seals, max_seals, requested_at)
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

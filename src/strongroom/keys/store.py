@@ -53,6 +53,7 @@ from strongroom.keys.records import (
     LayoutRecord,
     LostMarker,
     LostMarkerTombstone,
+    SealLease,
     SubjectKeyRecord,
     SubjectKeyRow,
     SubjectKeyTombstone,
@@ -63,7 +64,7 @@ from strongroom.keys.records import (
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive
 
-SCHEMA_VERSION: Final = "3"
+SCHEMA_VERSION: Final = "4"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -76,7 +77,8 @@ CREATE TABLE IF NOT EXISTS wrapping_keys (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subject_keys (
     key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
-    partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL
+    partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL,
+    sealed INTEGER NOT NULL DEFAULT 0, exhausted INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
 CREATE TABLE IF NOT EXISTS markers (
@@ -98,7 +100,7 @@ WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6
 """
 
 
-_KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref"
+_KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref, exhausted"
 #: Page cache of the store's connection. A catch-up inserts at random places of two B-trees (key id,
 #: subject); with the inner pages cached, each insert touches about one leaf page per tree. A bound, not
 #: a share of the store: the same at one million subjects and at ten.
@@ -130,6 +132,8 @@ class StoredKey:
     offset: int
     created_ms: int
     kek_ref: str
+    #: A seal lease was denied or reached the bound (:mod:`strongroom.keys.usage`): never a current key again.
+    exhausted: int = 0
 
     def __repr__(self) -> str:
         return f"StoredKey(key_id={self.key_id.hex()}, partition={self.partition}, offset={self.offset})"
@@ -178,6 +182,8 @@ class ApplyEffects:
     lost: list[StoredLost] = field(default_factory=list)
     found: list[bytes] = field(default_factory=list)
     layout: LayoutRecord | None = None
+    #: Seal leases applied: lease id → granted.
+    leases: dict[bytes, bool] = field(default_factory=dict)
 
 
 def remove_orphaned_temp_stores(base: Path | None = None) -> list[Path]:
@@ -368,13 +374,14 @@ class KeyStore:
         elif isinstance(record, LayoutRecord):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
             effects.layout = record
+        elif isinstance(record, SealLease):
+            effects.leases[record.lease_id] = _apply_lease(db, partition, offset, record)
 
     # ------------------------------------------------------------------ queries
     def key(self, key_id: bytes) -> StoredKey | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
-                "FROM subject_keys WHERE key_id = ?",
+                f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE key_id = ?",  # noqa: S608 - constant columns
                 (key_id,),
             ).fetchone()
         return StoredKey(*row) if row else None
@@ -397,8 +404,7 @@ class KeyStore:
         """The subject's stored keys in partition order (the first is the current key)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
-                "FROM subject_keys WHERE subject = ? ORDER BY offset",
+                f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE subject = ? ORDER BY offset",  # noqa: S608
                 (subject,),
             ).fetchall()
         return [StoredKey(*row) for row in rows]
@@ -502,6 +508,24 @@ class KeyStore:
             self._db.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _apply_lease(db: sqlite3.Connection, partition: int, offset: int, lease: SealLease) -> bool:
+    """Grant the lease if its key (live, in this partition, written before it, not exhausted) stays within
+    the lease's bound; a lease that does not fit marks the key exhausted. Every reader decides the same."""
+    row = db.execute(
+        "SELECT sealed, exhausted FROM subject_keys WHERE key_id = ? AND partition = ? AND offset < ?",
+        (lease.key_id, partition, offset),
+    ).fetchone()
+    if row is None or row[1]:
+        return False
+    sealed = int(row[0]) + lease.seals
+    granted = sealed <= lease.max_seals
+    db.execute(
+        "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
+        (sealed if granted else row[0], int(not granted or sealed == lease.max_seals), lease.key_id),
+    )
+    return granted
 
 
 def _wk(row: tuple[bytes, str, str, bytes, int, int, int, int]) -> StoredWrappingKey:

@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -67,6 +67,7 @@ from strongroom.kms.errors import KmsConfigError
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_SIZE: Final = 100_000
+_LEASE_OUTCOMES: Final = 100_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class SubjectKey:
     partition: int | None = None
     offset: int | None = None
     stored: bool = True
+    #: When its record was written (the key age limit of :mod:`strongroom.keys.usage` counts from here).
+    created_ms: int | None = None
 
     @property
     def ref(self) -> SubjectKeyRef:
@@ -107,10 +110,17 @@ class KeyInfo:
     kek_ref: str
     #: The plan that declared this key's wrapping key lost (None: not declared lost).
     lost_by_plan: str | None = None
+    #: Its seal leases reached their bound (:mod:`strongroom.keys.usage`): it seals nothing more.
+    exhausted: bool = False
 
     @property
     def lost(self) -> bool:
         return self.lost_by_plan is not None
+
+    @property
+    def usable(self) -> bool:
+        """May seal new records: not declared lost, not exhausted (age is the writer's check)."""
+        return self.lost_by_plan is None and not self.exhausted
 
 
 @dataclass(frozen=True)
@@ -140,8 +150,13 @@ class SubjectState:
 
     @property
     def current_key(self) -> KeyInfo | None:
-        """First key in partition order wins — among keys not declared lost: the key every creator uses."""
-        return next((k for k in self.keys if not k.lost), None)
+        """First key in partition order wins — among keys not declared lost and not exhausted: the key
+        every creator uses."""
+        return next((k for k in self.keys if k.usable), None)
+
+    def current_key_within(self, max_age_ms: int, now_ms: int) -> KeyInfo | None:
+        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit)."""
+        return next((k for k in self.keys if k.usable and now_ms - k.created_ms < max_age_ms), None)
 
     @property
     def current_key_id(self) -> bytes | None:
@@ -164,6 +179,7 @@ class SubjectState:
                     "wrapping_key": k.wk_id.hex(),
                     "kek_ref": k.kek_ref,
                     "declared_lost_by_plan": k.lost_by_plan,
+                    "exhausted": k.exhausted,
                 }
                 for k in self.keys
             ],
@@ -273,6 +289,8 @@ class KeyTable:
         self._closed = False
         self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0, "lost_markers_not_applied": 0}
         self._erasure_listeners: list[Callable[[ErasureNotice], None]] = []
+        #: Outcomes of recently applied seal leases (lease id → granted), for the writers waiting on them.
+        self._lease_outcomes: OrderedDict[bytes, bool] = OrderedDict()
 
     # ------------------------------------------------------------------ life cycle
     def open(self) -> KeyTable:
@@ -417,6 +435,31 @@ class KeyTable:
             f"subject key {kid.hex()} of erased subject {subject_fingerprint(subject_text.encode())} "
             "does not exist (written after the erasure under the never-stored-key policy)"
         )
+
+    def lookup_many(
+        self, key_ids: Sequence[bytes], subjects: Sequence[str | bytes | None] | None = None
+    ) -> list[bytes | None]:
+        """:meth:`lookup` for a batch of records' key ids (and subjects): one lock and one liveness check
+        for the cached ones, the rest one by one (an erased one raises :class:`SubjectErased`)."""
+        self._check_alive()
+        found: list[bytes | None] = []
+        entries = self._lru.entries
+        with self._lock:
+            for key_id in key_ids:
+                entry = entries.get(key_id)
+                if entry is None:
+                    found.append(None)
+                else:
+                    entries.move_to_end(key_id)
+                    found.append(entry[1])
+            hits = len(found) - found.count(None)
+            self._lru.hits += hits
+        if hits == len(found):
+            return found
+        for index, key in enumerate(found):
+            if key is None:
+                found[index] = self.lookup(key_ids[index], None if subjects is None else subjects[index])
+        return found
 
     def warm(self, key_ids: Iterable[bytes]) -> int:
         """Load many keys into the cache in few store queries (a batch's keys before per-key lookups).
@@ -570,7 +613,9 @@ class KeyTable:
             if marker is not None:
                 erasure = ErasureInfo(marker.partition, marker.offset, marker.request_id, marker.requested_at_ms)
             infos = tuple(
-                KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)))
+                KeyInfo(
+                    k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)), bool(k.exhausted)
+                )
                 for k in keys[subject]
             )
             partition = keys[subject][0].partition if infos else placed[subject]
@@ -578,15 +623,18 @@ class KeyTable:
         return states
 
     def current_key(self, subject: str) -> SubjectKey | None:
-        """The subject's current key (its first live key in partition order that is not declared lost),
-        unwrapped; None if none."""
+        """The subject's current key (its first live key in partition order that is not declared lost
+        and not exhausted), unwrapped; None if none."""
         self._check_alive()
         for stored in self.store.live_keys(subject):
-            if stored.wk_id in self._lost:
+            if stored.wk_id in self._lost or stored.exhausted:
                 continue
             key = self._load(stored.key_id)
             if key is not None:
-                return SubjectKey(subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset)
+                return SubjectKey(
+                    subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset,
+                    created_ms=stored.created_ms,
+                )  # fmt: skip
             return None
         return None
 
@@ -673,9 +721,19 @@ class KeyTable:
             listener(notice)
 
     # ------------------------------------------------------------------ what the follower tells
+    def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bool]:
+        """Whether each seal lease was granted, for leases applied recently (absent: not applied yet)."""
+        with self._lock:
+            return {lease: self._lease_outcomes[lease] for lease in lease_ids if lease in self._lease_outcomes}
+
     def _on_effects(self, effects: ApplyEffects) -> None:
         """A batch was applied to the store: evict what it erased from memory, follow lost markers,
-        tell the erasure listeners."""
+        keep the seal-lease outcomes, tell the erasure listeners."""
+        if effects.leases:
+            with self._lock:
+                self._lease_outcomes.update(effects.leases)
+                while len(self._lease_outcomes) > _LEASE_OUTCOMES:
+                    self._lease_outcomes.popitem(last=False)
         if effects.erased_key_ids or effects.wrapping_keys_removed:
             with self._lock:
                 for key_id in effects.erased_key_ids:
