@@ -401,7 +401,9 @@ class KeyTable:
         Pass the record's ``subject`` when known: an unknown key of a subject with an erasure marker
         is then reported erased once the table has read that partition to its end.
         """
-        self._check_alive()
+        follower = self._follower
+        if self._closed or follower is None or follower.failure is not None:
+            self._check_alive()  # raises
         kid = key_id.key_id if isinstance(key_id, SubjectKeyRef) else key_id
         with self._lock:
             hit = self._lru.get(kid)

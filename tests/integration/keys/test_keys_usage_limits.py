@@ -95,3 +95,22 @@ def test_a_key_older_than_the_age_limit_is_rotated(
         assert isinstance(second, SubjectKey)
         assert second.key_id != first.key_id
         assert manager.get_or_create(["old"])["old"] == second  # the new key is the subject's current key
+
+
+def test_a_prefetched_batch_is_answered_from_memory(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    options = {"readers_topic": readers_topic}
+    with KeyManager(client, kms, topic=keys_topic, table_options=options) as manager:
+        cache = KeyCache(manager)
+        try:
+            future = cache.prefetch(f"next-{i}" for i in range(500))
+            current = cache.get_or_create(["now"])  # waits for the prefetch under way, then its own batch
+            assert future.done()
+            calls = cache.counters["manager_calls"]
+            prefetched = future.result()
+            assert cache.get_or_create(prefetched) == prefetched
+            assert cache.counters["manager_calls"] == calls  # no manager call: every key came from memory
+            assert isinstance(current["now"], SubjectKey)
+        finally:
+            cache.close()
