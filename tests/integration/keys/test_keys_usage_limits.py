@@ -88,9 +88,10 @@ def test_a_key_older_than_the_age_limit_is_rotated(
         cache = KeyCache(manager)
         first = cache.get_or_create(["old"])["old"]
         assert isinstance(first, SubjectKey)
-        now[0] += 3599
+        assert first.created_ms is not None
+        now[0] = first.created_ms / 1000 + 3599
         assert cache.get_or_create(["old"])["old"] == first
-        now[0] += 2
+        now[0] = first.created_ms / 1000 + 3601
         second = cache.get_or_create(["old"])["old"]
         assert isinstance(second, SubjectKey)
         assert second.key_id != first.key_id
