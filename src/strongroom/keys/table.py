@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -444,20 +444,18 @@ class KeyTable:
         """:meth:`lookup` for a batch of records' key ids (and subjects): one lock and one liveness check
         for the cached ones, the rest one by one (an erased one raises :class:`SubjectErased`)."""
         self._check_alive()
-        found: list[bytes | None] = []
         entries = self._lru.entries
         with self._lock:
-            for key_id in key_ids:
-                entry = entries.get(key_id)
-                if entry is None:
-                    found.append(None)
-                else:
+            got = list(map(entries.get, key_ids))
+            if None not in got:  # the usual case: every key cached; refresh them all in C loops
+                deque(map(entries.move_to_end, key_ids), maxlen=0)
+                self._lru.hits += len(got)
+                return [entry[1] for entry in got]  # type: ignore[index]
+            found: list[bytes | None] = [None if entry is None else entry[1] for entry in got]
+            for key_id, entry in zip(key_ids, got, strict=True):
+                if entry is not None:
                     entries.move_to_end(key_id)
-                    found.append(entry[1])
-            hits = len(found) - found.count(None)
-            self._lru.hits += hits
-        if hits == len(found):
-            return found
+            self._lru.hits += len(found) - found.count(None)
         for index, key in enumerate(found):
             if key is None:
                 found[index] = self.lookup(key_ids[index], None if subjects is None else subjects[index])
