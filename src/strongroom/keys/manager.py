@@ -277,6 +277,8 @@ class KeyManager:
             self.table.wait_for_offsets(targets, self.timeout)
             if rounds == 1 and _only_own_records(applied_before, targets, self._writer.acknowledged - written_before):
                 result.update(created)  # nothing else reached these partitions: every own key is current
+                for key in created.values():
+                    self.ledger.created(key.key_id)
                 break
             need = []
             unused: list[SubjectKey] = []
