@@ -7,7 +7,9 @@ subjects. See docs/shredding.md for the design, the record layouts and the order
 Public API:
 
 - :class:`KeyManager` (encryptors): ``get_or_create(subjects)`` → :class:`SubjectKey` or
-  :class:`PolicyDecision` per subject, one flush per batch, race-free across processes;
+  :class:`PolicyDecision` per subject, one flush per batch, race-free across processes; ``charge`` (or
+  a :class:`~strongroom.keys.cache.KeyCache`) applies the :class:`SubjectKeyLimits` (seal bound across
+  writers, key age) and rotates a subject to a new key when its key reaches them;
 - :class:`KeyTable` (readers): ``lookup``, ``key_lookup`` / ``key_lookup_for`` for the envelope,
   ``subject_state``, ``current_key``, ``subjects_under_kek``, ``chain_of``, ``wait_caught_up``;
 - :func:`erase` → :class:`ErasureReceipt`; :func:`erasure_status` → :class:`ErasureStatus` per subject;
@@ -27,6 +29,7 @@ from strongroom.keys.subjects import MissingSubjectPolicy, SubjectExtractor, Sub
 from strongroom.keys.table import ErasureInfo, KeyChainLink, KeyTable, SubjectKey, SubjectState
 from strongroom.keys.topic import KeysTopic, create_keys_topic
 from strongroom.keys.topic_config import KEYS_TOPIC_CONFIG, KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
+from strongroom.keys.usage import SubjectKeyLimits
 from strongroom.keys.verification import ErasureStatus, erasure_status
 from strongroom.keys.wrapping import WrappingKeyPolicy
 
@@ -53,6 +56,7 @@ __all__ = [
     "SubjectExtractor",
     "SubjectExtractors",
     "SubjectKey",
+    "SubjectKeyLimits",
     "SubjectKeyLost",
     "SubjectMissingInfo",
     "SubjectState",

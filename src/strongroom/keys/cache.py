@@ -14,12 +14,14 @@ the race.)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from strongroom.crypto.aead import CIPHERS
@@ -66,12 +68,65 @@ class KeyCache:
         self.counters = {"hits": 0, "misses": 0, "manager_calls": 0, "erased_dropped": 0}
         #: Erasure notices received so far: keys fetched while one arrived are used once, not cached.
         self._notices = 0
+        self._prefetcher: ThreadPoolExecutor | None = None
+        self._prefetched: Future[dict[str, KeyOrDecision]] | None = None
         manager.table.add_erasure_listener(self._on_erasure)
 
-    def get_or_create(self, subjects: Iterable[str], *, kms_wait_s: float = 0.0) -> dict[str, KeyOrDecision]:
-        """Keys for ``subjects``: cached ones from memory, the rest from the manager in one batch
-        (retrying a KMS outage for up to ``kms_wait_s``)."""
+    def prefetch(self, subjects: Iterable[str], *, kms_wait_s: float = 0.0) -> Future[dict[str, KeyOrDecision]]:
+        """Resolve (and create) the keys of the *next* batch in the background while the current batch is
+        sealed and written: its :meth:`get_or_create` then answers from memory. At most one prefetch
+        runs at a time (a second one queues behind it). Charges no seals (the batch's own
+        :meth:`get_or_create` does). A failed prefetch is only logged: the next :meth:`get_or_create` of
+        those subjects asks again and raises the error itself."""
         wanted = list(dict.fromkeys(subjects))
+        with self._lock:
+            if self._prefetcher is None:
+                self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="strongroom-key-prefetch")
+            future = self._prefetcher.submit(self._prefetch, wanted, kms_wait_s)
+            self._prefetched = future
+        return future
+
+    def _prefetch(self, wanted: list[str], kms_wait_s: float) -> dict[str, KeyOrDecision]:
+        try:
+            return self._resolve(wanted, kms_wait_s)
+        except Exception as exc:
+            log.debug("prefetching keys of %d subjects failed: %s", len(wanted), exc)
+            raise
+
+    def close(self) -> None:
+        """Stop the prefetch thread (waiting for a prefetch under way)."""
+        with self._lock:
+            prefetcher, self._prefetcher = self._prefetcher, None
+        if prefetcher is not None:
+            prefetcher.shutdown(wait=True)
+
+    def get_or_create(
+        self, subjects: Iterable[str], *, seals: Mapping[str, int] | None = None, kms_wait_s: float = 0.0
+    ) -> dict[str, KeyOrDecision]:
+        """Keys to seal ``seals[subject]`` records of each subject with (one record each when ``seals``
+        is not given): cached ones from memory, the rest from the manager in one batch (retrying a KMS
+        outage for up to ``kms_wait_s``); the seals are charged to the keys' usage limits, which may
+        rotate a subject to a new key (:meth:`KeyManager.charge`). Waits for a prefetch under way first.
+        """
+        pending = self._prefetched
+        if pending is not None:
+            with contextlib.suppress(Exception):  # logged by _prefetch; asked again below if still missing
+                pending.result()
+        wanted = list(dict.fromkeys(subjects))
+        keys = self._resolve(wanted, kms_wait_s)
+        notices = self._notices
+        charged = retry_while_kms_unavailable(
+            lambda: self.manager.charge(keys, seals if seals is not None else dict.fromkeys(wanted, 1)),
+            kms_wait_s,
+            what="the KMS (rotating subject keys)",
+        )
+        rotated = {s: k for s, k in charged.items() if k is not keys.get(s)}
+        if rotated:
+            self._store(rotated, notices)
+        return {subject: charged[subject] for subject in wanted}
+
+    def _resolve(self, wanted: list[str], kms_wait_s: float) -> dict[str, KeyOrDecision]:
+        """Cached keys from memory, the missing ones from the manager (no seals charged)."""
         self.manager.table.follower.check_alive()  # a table that stopped reading cannot vouch for cached keys
         found, missing = self._lookup(wanted)
         if missing:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
@@ -24,15 +24,17 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_consumer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import CorruptKeyRecord, KeyTableClosed, KeyTableTimeout
-from strongroom.keys.murmur2 import subject_partition
-from strongroom.keys.records import ErasureMarker, KeysRecord, WrappingKeyRecord
-from strongroom.keys.store import ApplyEffects, KeyStore
+from strongroom.keys.murmur2 import subject_partition, subject_partitions
+from strongroom.keys.records import ErasureMarker, KeysRecord, SubjectKeyRow, WrappingKeyRecord
+from strongroom.keys.store import ApplyEffects, ApplyItem, KeyStore
 from strongroom.keys.topic import KeysTopic
 
 log = logging.getLogger(__name__)
 
 _PARTITION_CHECK_SECONDS: Final = 30.0
 _MAX_PROBLEMS: Final = 20
+#: Records applied per store transaction at most (a catch-up applies whole fetches: fewer commits).
+_FETCH_BATCH: Final = 20_000
 #: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that
 #: much in its heap for good (the allocator does not give it back). A few MiB keep it busy just as well.
 _BOUNDED_FETCH: Final = {
@@ -167,7 +169,7 @@ class KeysFollower:
             on_ready()
             last_partition_check = time.monotonic()
             while not self._stop.is_set():
-                messages = consumer.consume(5000, self.poll_timeout)
+                messages = consumer.consume(_FETCH_BATCH, self.poll_timeout)
                 if messages:
                     self._apply(messages)
                 now = time.monotonic()
@@ -232,9 +234,18 @@ class KeysFollower:
             self._applied.update(next_offsets)
             self._progress.notify_all()
 
-    def _decode_batch(self, messages: list[Any]) -> tuple[list[tuple[int, int, KeysRecord]], dict[int, int]]:
-        batch: list[tuple[int, int, KeysRecord]] = []
+    def _decode_batch(self, messages: list[Any]) -> tuple[list[ApplyItem], dict[int, int]]:
+        """The records of one fetch, decoded for :meth:`KeyStore.apply`, and the next offset per partition.
+
+        Subject-key records (nearly all of a catch-up) are decoded straight into store rows and checked
+        for their partition all at once (:func:`subject_partitions`); everything else goes through
+        :meth:`_decode`.
+        """
+        batch: list[ApplyItem | None] = []
         next_offsets: dict[int, int] = {}
+        applied = self._applied
+        rows: list[int] = []  # positions in batch of subject-key rows (their partition is checked below)
+        decoded = 0
         for msg in messages:
             partition = msg.partition()
             err = msg.error()
@@ -248,25 +259,59 @@ class KeysFollower:
                     log.warning("reading keys topic %s: %s (retrying)", self.topic, err)
                 continue
             offset = msg.offset()
-            if offset < self._applied.get(partition, 0):
+            if offset < applied.get(partition, 0):
                 continue  # never apply an offset twice (a store that is ahead of a re-fetch)
             next_offsets[partition] = offset + 1
-            self.counters["records"] += 1
-            record = self._decode(partition, offset, msg.key(), msg.value())
+            decoded += 1
+            key, value = msg.key(), msg.value()
+            if value is not None and key is not None and key[:2] == records.SUBJECT_KEY_PREFIX:
+                try:
+                    batch.append(records.subject_key_row(key, value, partition, offset))
+                except CorruptKeyRecord as exc:
+                    self._skip_corrupt(partition, offset, key, exc)
+                    continue
+                rows.append(len(batch) - 1)
+                continue
+            record = self._decode(partition, offset, key, value)
             if record is not None:
                 batch.append((partition, offset, record))
-        return batch, next_offsets
+        self.counters["records"] += decoded
+        if rows:
+            self._drop_misplaced(batch, rows)
+        return [item for item in batch if item is not None], next_offsets
+
+    def _drop_misplaced(self, batch: list[ApplyItem | None], rows: list[int]) -> None:
+        """Replace the subject-key rows of ``batch`` that are not in their subject's partition by None."""
+        partitions = self.layout_partitions or self.partitions
+        subjects = [cast("SubjectKeyRow", batch[i])[1].encode("utf-8") for i in rows]
+        for index, expected in zip(rows, subject_partitions(subjects, partitions), strict=True):
+            row = cast("SubjectKeyRow", batch[index])
+            if row[4] != expected:
+                self._report_misplaced(row[4], row[5], expected)
+                batch[index] = None
+
+    def _report_misplaced(self, partition: int, offset: int, expected: int) -> None:
+        self.counters["misplaced"] += 1
+        problem = (
+            f"ignored subject-key record {self.topic}/{partition}@{offset}: it is not in its subject's partition "
+            f"{expected} (written by something other than strongroom; an erasure would never reach it)"
+        )
+        log.error(problem)
+        self.problems.append(problem)
+
+    def _skip_corrupt(self, partition: int, offset: int, key: bytes | None, exc: CorruptKeyRecord) -> None:
+        self.counters["corrupt"] += 1
+        problem = f"skipped keys record {self.topic}/{partition}@{offset}: {exc.problem}"
+        log.warning("%s (%s)", problem, exc.hint)
+        self.problems.append(problem)
+        if key and key.startswith(records.WRAPPING_KEY_PREFIX) and len(key) == 2 + records.WK_ID_SIZE:
+            self.corrupt_wks.add(key[2:])
 
     def _decode(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> KeysRecord | None:
         try:
             record = records.decode(key, value)
         except CorruptKeyRecord as exc:
-            self.counters["corrupt"] += 1
-            problem = f"skipped keys record {self.topic}/{partition}@{offset}: {exc.problem}"
-            log.warning("%s (%s)", problem, exc.hint)
-            self.problems.append(problem)
-            if key and key.startswith(records.WRAPPING_KEY_PREFIX) and len(key) == 2 + records.WK_ID_SIZE:
-                self.corrupt_wks.add(key[2:])
+            self._skip_corrupt(partition, offset, key, exc)
             return None
         if isinstance(record, ErasureMarker) and record.problem:
             problem = (
@@ -276,14 +321,9 @@ class KeysFollower:
             log.warning(problem)
             self.problems.append(problem)
         if isinstance(record, records.SubjectKeyRecord) and not self._placed_right(record.subject, partition):
-            self.counters["misplaced"] += 1
-            problem = (
-                f"ignored subject-key record {self.topic}/{partition}@{offset}: it is not in its subject's partition "
-                f"{subject_partition(record.subject, self.layout_partitions or self.partitions)} (written by "
-                "something other than strongroom; an erasure would never reach it)"
+            self._report_misplaced(
+                partition, offset, subject_partition(record.subject, self.layout_partitions or self.partitions)
             )
-            log.error(problem)
-            self.problems.append(problem)
             return None
         if isinstance(record, records.LayoutRecord):
             self.layout_partitions = record.partitions

@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,22 +46,24 @@ from strongroom.keys.errors import KeyCreationFailed, KeysConfigError, WrappingK
 from strongroom.keys.murmur2 import partition_for
 from strongroom.keys.records import (
     LayoutRecord,
-    SubjectKeyRecord,
+    SealLease,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     check_subject,
+    subject_key_message,
     wk_edek_context,
 )
-from strongroom.keys.table import ErasureInfo, KeyTable, SubjectKey, SubjectState
+from strongroom.keys.table import ErasureInfo, KeyInfo, KeyTable, SubjectKey, SubjectState
 from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
+from strongroom.keys.usage import Charge, SealLedger, SubjectKeyLimits, new_lease_id
 from strongroom.keys.wrapping import (
     ActiveWrappingKey,
     WrappingKeyPolicy,
     new_key_id,
     new_wk_id,
+    new_wrapped_subject_keys,
     new_wrapping_key,
-    wrap_subject_key,
 )
 from strongroom.kms.api import Kms
 from strongroom.metrics import KeyTableSample
@@ -116,6 +119,7 @@ class KeyManager:
         table: KeyTable | None = None,
         table_options: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
+        limits: SubjectKeyLimits | None = None,
     ) -> None:
         try:
             self.policy = PostErasurePolicy(policy)
@@ -128,6 +132,9 @@ class KeyManager:
         self.topic = topic
         self.kek_alias = kek_alias
         self.wrapping = wrapping or WrappingKeyPolicy()
+        self.limits = limits or SubjectKeyLimits()
+        #: What this writer may still seal per subject key (:mod:`strongroom.keys.usage`).
+        self.ledger = SealLedger(self.limits, clock=self.wrapping.clock)
         self.timeout = timeout
         self._owns_table = table is None
         self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {})).open()
@@ -159,56 +166,142 @@ class KeyManager:
 
     # ------------------------------------------------------------------ public API
     def get_or_create(self, subjects: Iterable[str]) -> dict[str, KeyOrDecision]:
-        """The key (or post-erasure decision) for each distinct subject, creating missing keys in one batch."""
+        """The key (or post-erasure decision) for each distinct subject, creating missing keys in one batch.
+
+        Charges no seals: a writer that seals with the keys calls :meth:`charge` (or asks a
+        :class:`~strongroom.keys.cache.KeyCache`, which does).
+        """
         ordered = list(dict.fromkeys(subjects))
         for subject in ordered:
             check_subject(subject)
         with self._lock:
-            self.counters["batches"] += 1
-            result: dict[str, KeyOrDecision] = {}
-            need: list[str] = []
-            states = self.table.subject_states(ordered)
-            self.table.warm(st.current_key.key_id for st in states.values() if st.current_key is not None)
-            for subject in ordered:
-                known = self._known(states[subject])
-                if known is None:
+            return self._resolve(ordered)
+
+    def charge(self, keys: Mapping[str, KeyOrDecision], seals: Mapping[str, int]) -> dict[str, KeyOrDecision]:
+        """Account for sealing ``seals[subject]`` records with each subject's key, before sealing them.
+
+        Returns the keys to seal with: the same ones, or — for a key that is too old, or whose seal
+        lease was denied because it reached its bound (:mod:`strongroom.keys.usage`) — the subject's
+        new key (rotation; created or adopted like any new key). Seal with the returned keys only.
+        Keys that were never stored (post-erasure ``unreadable``) and decisions are returned as they are.
+        """
+        for count in seals.values():
+            if count < 0:
+                raise KeysConfigError(f"cannot charge {count} seals (for a subject key)")
+        with self._lock:
+            result = dict(keys)
+            wanted = {s: n for s, n in seals.items() if n and isinstance(result.get(s), SubjectKey)}
+            for _ in range(_MAX_ROUNDS):
+                lease: dict[str, SubjectKey] = {}
+                rotate: list[str] = []
+                for subject, count in wanted.items():
+                    key = result[subject]
+                    if not isinstance(key, SubjectKey) or not key.stored:
+                        continue
+                    verdict = self.ledger.charge(key.key_id, key.created_ms, count)
+                    if verdict is Charge.LEASE:
+                        lease[subject] = key
+                    elif verdict is Charge.ROTATE:
+                        rotate.append(subject)
+                rotate.extend(self._lease(lease, wanted))
+                if not rotate:
+                    return result
+                self.ledger.counters["rotated"] += len(rotate)
+                result.update(self._resolve(rotate))
+                wanted = {subject: wanted[subject] for subject in rotate}
+            raise KeyCreationFailed(
+                f"{len(wanted)} subject keys reached their usage limit again while being rotated "
+                f"({_MAX_ROUNDS} rounds)",
+                hint="retry; other writers are using up the new keys as fast as they are made",
+            )
+
+    def _lease(self, keys: Mapping[str, SubjectKey], seals: Mapping[str, int]) -> list[str]:
+        """Ask the keys topic for a seal lease for each key (one produce, one flush, the read-back) and
+        charge the granted ones; returns the subjects whose lease was denied (their key is exhausted)."""
+        if not keys:
+            return []
+        now = now_ms()
+        bound = self.limits.max_seals
+        asked = {
+            subject: SealLease(key.key_id, new_lease_id(), self.ledger.lease_size(seals[subject]), bound, now)
+            for subject, key in keys.items()
+        }
+        batch = [(keys[subject].partition or 0, lease) for subject, lease in asked.items()]
+        offsets = self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
+        targets: dict[int, int] = {}
+        for (partition, _), offset in zip(batch, offsets, strict=True):
+            targets[partition] = max(targets.get(partition, 0), offset + 1)
+        self.table.wait_for_offsets(targets, self.timeout)
+        outcomes = self.table.lease_outcomes(lease.lease_id for lease in asked.values())
+        denied: list[str] = []
+        for subject, lease in asked.items():
+            if outcomes.get(lease.lease_id):
+                self.ledger.granted(lease.key_id, lease.seals)
+                verdict = self.ledger.charge(lease.key_id, None, seals[subject])
+                assert verdict is Charge.SEAL, "a granted lease covers the seals it was asked for"
+            else:
+                self.ledger.denied(lease.key_id)
+                denied.append(subject)
+        return denied
+
+    def _resolve(self, ordered: list[str]) -> dict[str, KeyOrDecision]:
+        """:meth:`get_or_create` under the lock."""
+        self.counters["batches"] += 1
+        result: dict[str, KeyOrDecision] = {}
+        need: list[str] = []
+        applied_before = self.table.applied_offsets()  # the states below reflect at least this much
+        states = self.table.subject_states(ordered)
+        current = {subject: self._current(state) for subject, state in states.items()}
+        self.table.warm(info.key_id for info in current.values() if info is not None)
+        for subject in ordered:
+            known = self._known(states[subject])
+            if known is None:
+                need.append(subject)
+            else:
+                result[subject] = known
+        rounds = 0
+        while need:
+            rounds += 1
+            if rounds > _MAX_ROUNDS:
+                raise KeyCreationFailed(
+                    f"{len(need)} subjects were erased again while their keys were being created "
+                    f"({_MAX_ROUNDS} rounds)",
+                    hint="retry the batch; erasure keeps winning, which is the intended outcome",
+                )
+            written_before = Counter(self._writer.acknowledged)
+            created = self._create(need, {s: states[s].partition for s in need})
+            targets: dict[int, int] = {}
+            for key in created.values():
+                assert key.partition is not None
+                assert key.offset is not None
+                targets[key.partition] = max(targets.get(key.partition, 0), key.offset + 1)
+            self.table.wait_for_offsets(targets, self.timeout)
+            if rounds == 1 and _only_own_records(applied_before, targets, self._writer.acknowledged - written_before):
+                result.update(created)  # nothing else reached these partitions: every own key is current
+                for key in created.values():
+                    self.ledger.created(key.key_id)
+                break
+            need = []
+            unused: list[SubjectKey] = []
+            states = self.table.subject_states(created)
+            for subject, own in created.items():
+                decision = self._converge(own, states[subject])
+                if decision is own:
+                    self.ledger.created(own.key_id)
+                else:
+                    unused.append(own)
+                if decision is None:
                     need.append(subject)
                 else:
-                    result[subject] = known
-            rounds = 0
-            while need:
-                rounds += 1
-                if rounds > _MAX_ROUNDS:
-                    raise KeyCreationFailed(
-                        f"{len(need)} subjects were erased again while their keys were being created "
-                        f"({_MAX_ROUNDS} rounds)",
-                        hint="retry the batch; erasure keeps winning, which is the intended outcome",
-                    )
-                created = self._create(need, {s: states[s].partition for s in need})
-                targets: dict[int, int] = {}
-                for key in created.values():
-                    assert key.partition is not None
-                    assert key.offset is not None
-                    targets[key.partition] = max(targets.get(key.partition, 0), key.offset + 1)
-                self.table.wait_for_offsets(targets, self.timeout)
-                need = []
-                unused: list[SubjectKey] = []
-                states = self.table.subject_states(created)
-                for subject, own in created.items():
-                    decision = self._converge(own, states[subject])
-                    if decision is not own:
-                        unused.append(own)
-                    if decision is None:
-                        need.append(subject)
-                    else:
-                        result[subject] = decision
-                self._discard(unused)
-            return {subject: result[subject] for subject in ordered}
+                    result[subject] = decision
+            self._discard(unused)
+        return {subject: result[subject] for subject in ordered}
 
     def stats(self) -> dict[str, Any]:
         wk = self._wk
         return {
             **self.counters,
+            "seals": dict(self.ledger.counters),
             "policy": self.policy.value,
             "active_wrapping_key": None
             if wk is None
@@ -231,10 +324,15 @@ class KeyManager:
         self.close()
 
     # ------------------------------------------------------------------ internals
+    def _current(self, state: SubjectState) -> KeyInfo | None:
+        """The subject's current key for this writer: first in partition order among keys not declared
+        lost, not exhausted and younger than the key age limit."""
+        return state.current_key_within(int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000))
+
     def _known(self, state: SubjectState) -> KeyOrDecision | None:
         if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
             return self._decision(state.subject, state.erasure)
-        if state.current_key is None:  # no key, or only keys declared lost: make a new one
+        if self._current(state) is None:  # no key, or only keys declared lost, exhausted or too old: make one
             return None
         key = self._unwrapped_current(state)
         if key is not None:
@@ -243,7 +341,7 @@ class KeyManager:
 
     def _unwrapped_current(self, state: SubjectState) -> SubjectKey | None:
         """The state's current key, unwrapped; None if an erasure (or a lost marker) removed it meanwhile."""
-        info = state.current_key
+        info = self._current(state)
         if info is None:
             return None
         try:
@@ -258,7 +356,9 @@ class KeyManager:
                 f"the current key {info.key_id.hex()} of a subject cannot be unwrapped: its wrapping key "
                 f"{info.wk_id.hex()} is not in {self.topic!r}"
             )
-        return SubjectKey(state.subject, info.key_id, key, info.wk_id, state.partition, info.offset)
+        return SubjectKey(
+            state.subject, info.key_id, key, info.wk_id, state.partition, info.offset, created_ms=info.created_ms
+        )
 
     def _decision(self, subject: str, erasure: ErasureInfo) -> PolicyDecision:
         self.counters["policy_decisions"] += 1
@@ -268,26 +368,23 @@ class KeyManager:
         return PolicyDecision(subject, self.policy, erasure, key)
 
     def _create(self, subjects: list[str], partitions: dict[str, int]) -> dict[str, SubjectKey]:
+        """Write a new key for each subject (one produce and one flush per wrapping key's share)."""
         created: dict[str, SubjectKey] = {}
         step = self.wrapping.max_keys
         for start in range(0, len(subjects), step):
             chunk = subjects[start : start + step]
             wk = self._wrapping_key(len(chunk))
-            now = now_ms()
-            batch: list[tuple[int, SubjectKeyRecord]] = []
-            keys: list[SubjectKey] = []
-            for subject in chunk:
-                raw = subject.encode("utf-8")
-                sk = generate_dek()
-                key_id = new_key_id()
-                wrapped = wrap_subject_key(wk.cipher, sk, raw, key_id, wk.wk_id)
-                partition = partitions[subject]
-                batch.append((partition, SubjectKeyRecord(subject, key_id, wk.wk_id, wrapped, now, wk.kek_ref)))
-                keys.append(SubjectKey(subject, key_id, sk, wk.wk_id, partition))
+            raws = [subject.encode("utf-8") for subject in chunk]  # checked in get_or_create
+            made = new_wrapped_subject_keys(wk.cipher, wk.wk_id, raws)
+            now, kek_ref, wk_id = now_ms(), wk.kek_ref.encode("utf-8"), wk.wk_id
+            messages = [
+                (partitions[subject], *subject_key_message(raw, key_id, wk_id, wrapped, now, kek_ref))
+                for subject, raw, (key_id, _, wrapped) in zip(chunk, raws, made, strict=True)
+            ]
             wk.used += len(chunk)
-            offsets = self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
-            for key, offset in zip(keys, offsets, strict=True):
-                created[key.subject] = SubjectKey(key.subject, key.key_id, key.key, key.wk_id, key.partition, offset)
+            offsets = self._writer.write_messages(messages, error=KeyCreationFailed, timeout=self.timeout)
+            for subject, (key_id, sk, _), offset in zip(chunk, made, offsets, strict=True):
+                created[subject] = SubjectKey(subject, key_id, sk, wk_id, partitions[subject], offset, created_ms=now)
             self.counters["created"] += len(chunk)
         return created
 
@@ -326,9 +423,10 @@ class KeyManager:
                 return self._decision(subject, erasure)
             if self.policy is not PostErasurePolicy.NEW_KEY:
                 return self._decision(subject, erasure)
-        if state.current_key is None:
+        current = self._current(state)
+        if current is None:
             return None  # our key was tombstoned by someone else (or declared lost); make another
-        if state.current_key_id == own.key_id:
+        if current.key_id == own.key_id:
             return own
         self.counters["adopted"] += 1
         return self._unwrapped_current(state)
@@ -343,3 +441,16 @@ class KeyManager:
             self.counters["discarded"] += len(batch)
         except KeyCreationFailed as exc:  # harmless: a key that encrypted nothing
             log.warning("could not tombstone %d unused subject keys: %s", len(batch), exc)
+
+
+def _only_own_records(applied_before: Mapping[int, int], targets: Mapping[int, int], own: Counter[int]) -> bool:
+    """True when every record between where the table was (before the batch's subject states were read)
+    and the batch's own keys is one this writer wrote: no other creator's key, no erasure marker and
+    no tombstone can then have come between, and each new key is its subject's current key.
+
+    Offsets of a partition are consecutive, so it is a count: the window's size equals the number of
+    this writer's records acknowledged in that partition meanwhile. Anything else (another writer, an
+    eraser, a table that applied records after ``applied_before`` was taken) falls back to reading
+    each subject's state.
+    """
+    return all(end - applied_before.get(partition, 0) == own[partition] for partition, end in targets.items())

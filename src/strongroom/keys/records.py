@@ -8,12 +8,20 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     lost marker     b"x\\0" + wk_id(16)                               "every subject key under this WK is lost"
     nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
     layout          b"m\\0layout"                                      partition count the topic was created with
+    seal lease      b"u\\0" + key_id(16) + lease_id(8)                 "may I seal N more records with this key?"
 
 Subject-key values — the bulk of the topic, one per data subject, read by every cold key table — are
 compact binary (big-endian, decoded with one ``struct`` call)::
 
     version 0x01 | alg 0x01 (A256GCM-WK1) | created u64 ms | key_id(16) | wk_id(16)
     | u8 len + wrapped_sk | u16 len + subject(UTF-8) | u16 len + kek_ref(UTF-8)
+
+Seal-lease values (:mod:`strongroom.keys.usage`; several per busy key, none for most) are binary too::
+
+    version 0x01 | seals u64 | max_seals u64 | requested_at u64 ms
+
+A lease lives in its key's subject partition and names no subject: erasure removes the key, and a
+lease of an unknown key is ignored.
 
 Every other value is a UTF-8 JSON object with ``"v": 1`` and a ``"type"`` (rare, read by people too).
 A subject-key value holds the subject key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value
@@ -51,6 +59,10 @@ ERASURE_PREFIX: Final = b"e\x00"
 LOST_PREFIX: Final = b"x\x00"
 NUDGE_PREFIX: Final = b"n\x00"
 LAYOUT_KEY: Final = b"m\x00layout"
+LEASE_PREFIX: Final = b"u\x00"
+LEASE_ID_SIZE: Final = 8
+LEASE_VALUE_V1: Final = 0x01
+_LEASE: Final = struct.Struct(">BQQQ")
 
 #: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
 SK_ALG: Final = "A256GCM-WK1"
@@ -201,6 +213,18 @@ class NudgeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class SealLease:
+    """A writer asks to seal ``seals`` more records with subject key ``key_id``; granted if the key's
+    leases, in partition order, stay within ``max_seals`` (:mod:`strongroom.keys.usage`)."""
+
+    key_id: bytes
+    lease_id: bytes
+    seals: int
+    max_seals: int
+    requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayoutRecord:
     """The partition count the keys topic was created with."""
 
@@ -225,6 +249,7 @@ KeysRecord = (
     | LostMarkerTombstone
     | NudgeRecord
     | LayoutRecord
+    | SealLease
     | IgnoredRecord
 )
 
@@ -270,6 +295,11 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
         return lost_message_key(_check_wk_id(record.wk_id)), None
     if isinstance(record, NudgeRecord):
         return nudge_message_key(record.partition), _dumps({"v": VALUE_VERSION, "type": "nudge", "at": record.at_ms})
+    if isinstance(record, SealLease):
+        if len(record.key_id) != KEY_ID_SIZE or len(record.lease_id) != LEASE_ID_SIZE:
+            raise ValueError(f"a seal lease names a {KEY_ID_SIZE}-byte key id and an {LEASE_ID_SIZE}-byte lease id")
+        packed = _LEASE.pack(LEASE_VALUE_V1, record.seals, record.max_seals, record.requested_at_ms)
+        return LEASE_PREFIX + record.key_id + record.lease_id, packed
     if isinstance(record, LayoutRecord):
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
@@ -278,22 +308,20 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
 
 def _subject_key_message(record: SubjectKeyRecord) -> tuple[bytes, bytes]:
     """A subject key's message: key ``prefix ‖ subject ‖ 0 ‖ key id``, value the packed binary layout."""
-    subject = check_subject(record.subject)
-    kek_ref = record.kek_ref.encode("utf-8")
-    packed = b"".join(
-        (
-            _SK_HEAD.pack(
-                SK_VALUE_V1, SK_ALG_IDS[record.alg], record.created_ms, record.key_id, record.wk_id,
-                len(record.wrapped_sk),
-            ),
-            record.wrapped_sk,
-            _U16.pack(len(subject)),
-            subject,
-            _U16.pack(len(kek_ref)),
-            kek_ref,
-        )
+    return subject_key_message(
+        check_subject(record.subject), record.key_id, record.wk_id, record.wrapped_sk, record.created_ms,
+        record.kek_ref.encode("utf-8"), SK_ALG_IDS[record.alg],
     )  # fmt: skip
-    return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", record.key_id)), packed
+
+
+def subject_key_message(
+    subject: bytes, key_id: bytes, wk_id: bytes, wrapped_sk: bytes, created_ms: int, kek_ref: bytes, alg_id: int = 0x01
+) -> tuple[bytes, bytes]:
+    """The (message key, value) of a subject key from its parts, ``subject`` already checked
+    (:func:`check_subject`): key creation encodes a whole batch this way without a record object each."""
+    head = _SK_HEAD.pack(SK_VALUE_V1, alg_id, created_ms, key_id, wk_id, len(wrapped_sk))
+    value = b"".join((head, wrapped_sk, _U16.pack(len(subject)), subject, _U16.pack(len(kek_ref)), kek_ref))
+    return b"".join((SUBJECT_KEY_PREFIX, subject, b"\x00", key_id)), value
 
 
 def _wrapping_key_value(record: WrappingKeyRecord) -> bytes:
@@ -385,6 +413,8 @@ def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
         return _decode_wrapping_key(key, value)
     if prefix == LOST_PREFIX:
         return _decode_lost(key, value)
+    if prefix == LEASE_PREFIX:
+        return _decode_lease(key, value)
     if prefix == NUDGE_PREFIX:
         if value is None:
             return IgnoredRecord("nudge")
@@ -430,13 +460,28 @@ def decode_or_salvage(key: bytes, value: bytes | None) -> KeysRecord | None:
 
 
 def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | SubjectKeyTombstone:
+    if value is None:
+        if len(key) < 2 + 1 + 1 + KEY_ID_SIZE or key[-KEY_ID_SIZE - 1] != 0:
+            raise CorruptKeyRecord(f"subject-key message key of {len(key)} bytes is malformed")
+        return SubjectKeyTombstone(_subject(key[2 : -KEY_ID_SIZE - 1], "subject-key"), key[-KEY_ID_SIZE:])
+    key_id, subject, wk_id, wrapped, _, _, created, kek_ref = subject_key_row(key, value, 0, 0)
+    return SubjectKeyRecord(subject, key_id, wk_id, wrapped, created, kek_ref, SK_ALG)
+
+
+#: A subject-key record as the key store inserts it:
+#: ``(key_id, subject, wk_id, wrapped_sk, partition, offset, created_ms, kek_ref)``.
+SubjectKeyRow = tuple[bytes, str, bytes, bytes, int, int, int, str]
+
+
+def subject_key_row(key: bytes, value: bytes, partition: int, offset: int) -> SubjectKeyRow:
+    """A subject-key message (with a value) decoded straight into the row the key store inserts.
+
+    The hot path of every key table's catch-up — one per data subject — so it builds no record object:
+    one ``struct`` call, a few slices, lengths checked against the size. :class:`CorruptKeyRecord`
+    for anything malformed, like :func:`decode`.
+    """
     if len(key) < 2 + 1 + 1 + KEY_ID_SIZE or key[-KEY_ID_SIZE - 1] != 0:
         raise CorruptKeyRecord(f"subject-key message key of {len(key)} bytes is malformed")
-    subject = _subject(key[2 : -KEY_ID_SIZE - 1], "subject-key")
-    key_id = key[-KEY_ID_SIZE:]
-    if value is None:
-        return SubjectKeyTombstone(subject, key_id)
-    # Hot path of every key table's catch-up: one struct call, then lengths checked against the size.
     if not value or value[0] != SK_VALUE_V1:
         version = f"0x{value[0]:02x}" if value else "an empty value"
         raise CorruptKeyRecord(
@@ -457,12 +502,28 @@ def _decode_subject_key(key: bytes, value: bytes | None) -> SubjectKeyRecord | S
         raise CorruptKeyRecord(f"subject-key value of {size} bytes is truncated or garbled") from None
     if pos + 2 + kek_len != size or len(wrapped) != wrapped_len:
         raise CorruptKeyRecord(f"subject-key value of {size} bytes has inconsistent lengths")
+    key_id = key[-KEY_ID_SIZE:]
     if value_key_id != key_id or value_subject != key[2 : -KEY_ID_SIZE - 1]:
         raise CorruptKeyRecord("subject-key value names another subject or key id than its message key")
-    alg = _SK_ALG_NAMES.get(alg_id)
-    if alg is None:
+    if alg_id not in _SK_ALG_NAMES:
         raise CorruptKeyRecord(f"subject key algorithm id 0x{alg_id:02x} is unknown")
-    return SubjectKeyRecord(subject, key_id, wk_id, wrapped, created, kek_ref, alg)
+    return key_id, _subject(value_subject, "subject-key"), wk_id, wrapped, partition, offset, created, kek_ref
+
+
+def _decode_lease(key: bytes, value: bytes | None) -> SealLease | IgnoredRecord:
+    if len(key) != 2 + KEY_ID_SIZE + LEASE_ID_SIZE:
+        raise CorruptKeyRecord(f"seal-lease message key of {len(key)} bytes is malformed")
+    if value is None:
+        return IgnoredRecord("lease")
+    if len(value) != _LEASE.size or value[0] != LEASE_VALUE_V1:
+        raise CorruptKeyRecord(
+            f"seal-lease value of {len(value)} bytes is not version 0x01",
+            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
+        )
+    _, seals, max_seals, requested_at = _LEASE.unpack(value)
+    if not 1 <= seals <= max_seals:
+        raise CorruptKeyRecord(f"seal lease asks for {seals} seals under a bound of {max_seals}")
+    return SealLease(key[2 : 2 + KEY_ID_SIZE], key[2 + KEY_ID_SIZE :], seals, max_seals, requested_at)
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

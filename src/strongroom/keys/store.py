@@ -42,6 +42,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,7 +53,9 @@ from strongroom.keys.records import (
     LayoutRecord,
     LostMarker,
     LostMarkerTombstone,
+    SealLease,
     SubjectKeyRecord,
+    SubjectKeyRow,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     WrappingKeyTombstone,
@@ -61,7 +64,7 @@ from strongroom.keys.records import (
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive
 
-SCHEMA_VERSION: Final = "3"
+SCHEMA_VERSION: Final = "4"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -74,7 +77,8 @@ CREATE TABLE IF NOT EXISTS wrapping_keys (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subject_keys (
     key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
-    partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL
+    partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL,
+    sealed INTEGER NOT NULL DEFAULT 0, exhausted INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
 CREATE TABLE IF NOT EXISTS markers (
@@ -96,7 +100,40 @@ WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6
 """
 
 
-_KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref"
+_INSERT_NEW_KEY: Final = """
+INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref, exhausted"
+#: Page cache of the store's connection. A catch-up inserts at random places of two B-trees (key id,
+#: subject); with the inner pages cached, each insert touches about one leaf page per tree. A bound, not
+#: a share of the store: the same at one million subjects and at ten.
+_CACHE_KIB: Final = 65536
+
+#: What :meth:`KeyStore.apply` takes: a record at its place, or a decoded subject-key row.
+ApplyItem = tuple[int, int, KeysRecord] | SubjectKeyRow
+
+
+def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKeyRow:
+    return (record.key_id, record.subject, record.wk_id, record.wrapped_sk, partition, offset, record.created_ms,
+            record.kek_ref)  # fmt: skip
+
+
+def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow]) -> None:
+    """Insert subject keys; those of subjects with an erasure marker only if no later marker erased them
+    (the marker check per row costs a third of the insert, and nearly no subject has a marker)."""
+    rows.sort(key=itemgetter(0))  # stable: two records of one key id keep their order (the later wins)
+    marked: set[str] = set()
+    subjects = list({row[1] for row in rows})
+    for start in range(0, len(subjects), 500):
+        chunk = subjects[start : start + 500]
+        query = f"SELECT subject FROM markers WHERE subject IN ({','.join('?' * len(chunk))})"  # noqa: S608
+        marked.update(subject for (subject,) in db.execute(query, chunk))
+    if not marked:
+        db.executemany(_INSERT_NEW_KEY, rows)
+        return
+    db.executemany(_INSERT_NEW_KEY, [row for row in rows if row[1] not in marked])
+    db.executemany(_INSERT_KEY, [row for row in rows if row[1] in marked])
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +148,8 @@ class StoredKey:
     offset: int
     created_ms: int
     kek_ref: str
+    #: A seal lease was denied or reached the bound (:mod:`strongroom.keys.usage`): never a current key again.
+    exhausted: int = 0
 
     def __repr__(self) -> str:
         return f"StoredKey(key_id={self.key_id.hex()}, partition={self.partition}, offset={self.offset})"
@@ -159,6 +198,8 @@ class ApplyEffects:
     lost: list[StoredLost] = field(default_factory=list)
     found: list[bytes] = field(default_factory=list)
     layout: LayoutRecord | None = None
+    #: Seal leases applied: lease id → granted.
+    leases: dict[bytes, bool] = field(default_factory=dict)
 
 
 def remove_orphaned_temp_stores(base: Path | None = None) -> list[Path]:
@@ -200,7 +241,7 @@ class KeyStore:
         db.execute("PRAGMA journal_mode=MEMORY")
         db.execute("PRAGMA synchronous=OFF")
         db.execute("PRAGMA temp_store=MEMORY")
-        db.execute("PRAGMA cache_size=-8192")
+        db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         return db
 
     def _open(self) -> sqlite3.Connection:
@@ -263,35 +304,34 @@ class KeyStore:
         with self._lock:
             return dict(self._db.execute("SELECT partition, next_offset FROM offsets").fetchall())
 
-    def apply(self, records: Sequence[tuple[int, int, KeysRecord]], next_offsets: dict[int, int]) -> ApplyEffects:
-        """Apply ``(partition, offset, record)`` in order, and store ``next_offsets``, in one transaction."""
+    def apply(self, records: Sequence[ApplyItem], next_offsets: dict[int, int]) -> ApplyEffects:
+        """Apply records in order, and store ``next_offsets``, in one transaction.
+
+        Each item is ``(partition, offset, record)`` or a subject-key row as the follower decodes it
+        (:func:`~strongroom.keys.records.subject_key_row`). Consecutive subject keys are inserted in one
+        ``executemany``, sorted by key id (the primary key: neighbouring pages, fewer page visits); their
+        order among themselves does not matter, only their order against other records, which is kept.
+        """
         effects = ApplyEffects()
         with self._lock:
             db = self._db
             db.execute("BEGIN")
             try:
-                pending: list[tuple[object, ...]] = []
-                for partition, offset, record in records:
+                pending: list[SubjectKeyRow] = []
+                for item in records:
+                    if len(item) == 8:
+                        pending.append(item)
+                        continue
+                    partition, offset, record = item
                     if isinstance(record, SubjectKeyRecord):
-                        pending.append(
-                            (
-                                record.key_id,
-                                record.subject,
-                                record.wk_id,
-                                record.wrapped_sk,
-                                partition,
-                                offset,
-                                record.created_ms,
-                                record.kek_ref,
-                            )
-                        )
+                        pending.append(_row_of(record, partition, offset))
                         continue
                     if pending:
-                        db.executemany(_INSERT_KEY, pending)
+                        _insert_keys(db, pending)
                         pending = []
                     self._apply_one(db, partition, offset, record, effects)
                 if pending:
-                    db.executemany(_INSERT_KEY, pending)
+                    _insert_keys(db, pending)
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )
@@ -350,13 +390,14 @@ class KeyStore:
         elif isinstance(record, LayoutRecord):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
             effects.layout = record
+        elif isinstance(record, SealLease):
+            effects.leases[record.lease_id] = _apply_lease(db, partition, offset, record)
 
     # ------------------------------------------------------------------ queries
     def key(self, key_id: bytes) -> StoredKey | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
-                "FROM subject_keys WHERE key_id = ?",
+                f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE key_id = ?",  # noqa: S608 - constant columns
                 (key_id,),
             ).fetchone()
         return StoredKey(*row) if row else None
@@ -379,8 +420,7 @@ class KeyStore:
         """The subject's stored keys in partition order (the first is the current key)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref "
-                "FROM subject_keys WHERE subject = ? ORDER BY offset",
+                f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE subject = ? ORDER BY offset",  # noqa: S608
                 (subject,),
             ).fetchall()
         return [StoredKey(*row) for row in rows]
@@ -484,6 +524,24 @@ class KeyStore:
             self._db.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _apply_lease(db: sqlite3.Connection, partition: int, offset: int, lease: SealLease) -> bool:
+    """Grant the lease if its key (live, in this partition, written before it, not exhausted) stays within
+    the lease's bound; a lease that does not fit marks the key exhausted. Every reader decides the same."""
+    row = db.execute(
+        "SELECT sealed, exhausted FROM subject_keys WHERE key_id = ? AND partition = ? AND offset < ?",
+        (lease.key_id, partition, offset),
+    ).fetchone()
+    if row is None or row[1]:
+        return False
+    sealed = int(row[0]) + lease.seals
+    granted = sealed <= lease.max_seals
+    db.execute(
+        "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
+        (sealed if granted else row[0], int(not granted or sealed == lease.max_seals), lease.key_id),
+    )
+    return granted
 
 
 def _wk(row: tuple[bytes, str, str, bytes, int, int, int, int]) -> StoredWrappingKey:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -56,7 +56,7 @@ from strongroom.keys.errors import (
 from strongroom.keys.follower import KeysFollower
 from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
 from strongroom.keys.lost_check import RECHECK_SECONDS, LostMarkerCheck, RefusedLostMarker
-from strongroom.keys.murmur2 import subject_partition
+from strongroom.keys.murmur2 import subject_partition, subject_partitions
 from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
 from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
@@ -68,6 +68,7 @@ from strongroom.metrics import KeyTableSample
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_SIZE: Final = 100_000
+_LEASE_OUTCOMES: Final = 100_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class SubjectKey:
     partition: int | None = None
     offset: int | None = None
     stored: bool = True
+    #: When its record was written (the key age limit of :mod:`strongroom.keys.usage` counts from here).
+    created_ms: int | None = None
 
     @property
     def ref(self) -> SubjectKeyRef:
@@ -108,10 +111,17 @@ class KeyInfo:
     kek_ref: str
     #: The plan that declared this key's wrapping key lost (None: not declared lost).
     lost_by_plan: str | None = None
+    #: Its seal leases reached their bound (:mod:`strongroom.keys.usage`): it seals nothing more.
+    exhausted: bool = False
 
     @property
     def lost(self) -> bool:
         return self.lost_by_plan is not None
+
+    @property
+    def usable(self) -> bool:
+        """May seal new records: not declared lost, not exhausted (age is the writer's check)."""
+        return self.lost_by_plan is None and not self.exhausted
 
 
 @dataclass(frozen=True)
@@ -141,8 +151,13 @@ class SubjectState:
 
     @property
     def current_key(self) -> KeyInfo | None:
-        """First key in partition order wins — among keys not declared lost: the key every creator uses."""
-        return next((k for k in self.keys if not k.lost), None)
+        """First key in partition order wins — among keys not declared lost and not exhausted: the key
+        every creator uses."""
+        return next((k for k in self.keys if k.usable), None)
+
+    def current_key_within(self, max_age_ms: int, now_ms: int) -> KeyInfo | None:
+        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit)."""
+        return next((k for k in self.keys if k.usable and now_ms - k.created_ms < max_age_ms), None)
 
     @property
     def current_key_id(self) -> bytes | None:
@@ -165,6 +180,7 @@ class SubjectState:
                     "wrapping_key": k.wk_id.hex(),
                     "kek_ref": k.kek_ref,
                     "declared_lost_by_plan": k.lost_by_plan,
+                    "exhausted": k.exhausted,
                 }
                 for k in self.keys
             ],
@@ -274,6 +290,8 @@ class KeyTable:
         self._closed = False
         self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0, "lost_markers_not_applied": 0}
         self._erasure_listeners: list[Callable[[ErasureNotice], None]] = []
+        #: Outcomes of recently applied seal leases (lease id → granted), for the writers waiting on them.
+        self._lease_outcomes: OrderedDict[bytes, bool] = OrderedDict()
 
     # ------------------------------------------------------------------ life cycle
     def open(self) -> KeyTable:
@@ -384,7 +402,9 @@ class KeyTable:
         Pass the record's ``subject`` when known: an unknown key of a subject with an erasure marker
         is then reported erased once the table has read that partition to its end.
         """
-        self._check_alive()
+        follower = self._follower
+        if self._closed or follower is None or follower.failure is not None:
+            self._check_alive()  # raises
         kid = key_id.key_id if isinstance(key_id, SubjectKeyRef) else key_id
         with self._lock:
             hit = self._lru.get(kid)
@@ -418,6 +438,29 @@ class KeyTable:
             f"subject key {kid.hex()} of erased subject {subject_fingerprint(subject_text.encode())} "
             "does not exist (written after the erasure under the never-stored-key policy)"
         )
+
+    def lookup_many(
+        self, key_ids: Sequence[bytes], subjects: Sequence[str | bytes | None] | None = None
+    ) -> list[bytes | None]:
+        """:meth:`lookup` for a batch of records' key ids (and subjects): one lock and one liveness check
+        for the cached ones, the rest one by one (an erased one raises :class:`SubjectErased`)."""
+        self._check_alive()
+        entries = self._lru.entries
+        with self._lock:
+            got = list(map(entries.get, key_ids))
+            if None not in got:  # the usual case: every key cached; refresh them all in C loops
+                deque(map(entries.move_to_end, key_ids), maxlen=0)
+                self._lru.hits += len(got)
+                return [entry[1] for entry in got]  # type: ignore[index]
+            found: list[bytes | None] = [None if entry is None else entry[1] for entry in got]
+            for key_id, entry in zip(key_ids, got, strict=True):
+                if entry is not None:
+                    entries.move_to_end(key_id)
+            self._lru.hits += len(found) - found.count(None)
+        for index, key in enumerate(found):
+            if key is None:
+                found[index] = self.lookup(key_ids[index], None if subjects is None else subjects[index])
+        return found
 
     def warm(self, key_ids: Iterable[bytes]) -> int:
         """Load many keys into the cache in few store queries (a batch's keys before per-key lookups).
@@ -561,29 +604,38 @@ class KeyTable:
         markers = self.store.markers_many(wanted)
         states: dict[str, SubjectState] = {}
         lost = self._lost
+        keyless = [subject for subject in wanted if not keys[subject]]
+        placed = dict(
+            zip(keyless, subject_partitions([s.encode("utf-8") for s in keyless], self.partitions), strict=True)
+        )
         for subject in wanted:
             marker = markers.get(subject)
             erasure = None
             if marker is not None:
                 erasure = ErasureInfo(marker.partition, marker.offset, marker.request_id, marker.requested_at_ms)
             infos = tuple(
-                KeyInfo(k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)))
+                KeyInfo(
+                    k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)), bool(k.exhausted)
+                )
                 for k in keys[subject]
             )
-            partition = keys[subject][0].partition if infos else subject_partition(subject, self.partitions)
+            partition = keys[subject][0].partition if infos else placed[subject]
             states[subject] = SubjectState(subject, partition, infos, erasure)
         return states
 
     def current_key(self, subject: str) -> SubjectKey | None:
-        """The subject's current key (its first live key in partition order that is not declared lost),
-        unwrapped; None if none."""
+        """The subject's current key (its first live key in partition order that is not declared lost
+        and not exhausted), unwrapped; None if none."""
         self._check_alive()
         for stored in self.store.live_keys(subject):
-            if stored.wk_id in self._lost:
+            if stored.wk_id in self._lost or stored.exhausted:
                 continue
             key = self._load(stored.key_id)
             if key is not None:
-                return SubjectKey(subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset)
+                return SubjectKey(
+                    subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset,
+                    created_ms=stored.created_ms,
+                )  # fmt: skip
             return None
         return None
 
@@ -688,9 +740,19 @@ class KeyTable:
             listener(notice)
 
     # ------------------------------------------------------------------ what the follower tells
+    def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bool]:
+        """Whether each seal lease was granted, for leases applied recently (absent: not applied yet)."""
+        with self._lock:
+            return {lease: self._lease_outcomes[lease] for lease in lease_ids if lease in self._lease_outcomes}
+
     def _on_effects(self, effects: ApplyEffects) -> None:
         """A batch was applied to the store: evict what it erased from memory, follow lost markers,
-        tell the erasure listeners."""
+        keep the seal-lease outcomes, tell the erasure listeners."""
+        if effects.leases:
+            with self._lock:
+                self._lease_outcomes.update(effects.leases)
+                while len(self._lease_outcomes) > _LEASE_OUTCOMES:
+                    self._lease_outcomes.popitem(last=False)
         if effects.erased_key_ids or effects.wrapping_keys_removed:
             with self._lock:
                 for key_id in effects.erased_key_ids:

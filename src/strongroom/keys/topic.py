@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -140,6 +141,8 @@ class KeysWriter:
     def __init__(self, client: ClientConfig, topic: str, overrides: Mapping[str, Any] | None = None) -> None:
         self.topic = topic
         self._producer = new_producer(client, {"linger.ms": 2, **(overrides or {})})
+        #: Records acknowledged so far, per partition (key creation tells its own records from others' by it).
+        self.acknowledged: Counter[int] = Counter()
 
     def write(
         self,
@@ -153,8 +156,21 @@ class KeysWriter:
         Raises ``error`` (naming how many records failed and why) unless every record was acknowledged
         by all in-sync replicas.
         """
-        offsets: list[int | None] = [None] * len(batch)
+        return self.write_messages(
+            [(partition, *records.encode(record)) for partition, record in batch], error=error, timeout=timeout
+        )
+
+    def write_messages(
+        self,
+        messages: Sequence[tuple[int, bytes, bytes | None]],
+        *,
+        error: type[StrongroomError],
+        timeout: float = 60.0,
+    ) -> list[int]:
+        """:meth:`write` for records already encoded as ``(partition, message key, value)``."""
+        offsets: list[int | None] = [None] * len(messages)
         failures: list[str] = []
+        acknowledged = self.acknowledged
 
         def report(index: int) -> Callable[[Any, Any], None]:
             def on_delivery(err: Any, msg: Any) -> None:
@@ -162,21 +178,23 @@ class KeysWriter:
                     failures.append(str(err))
                 else:
                     offsets[index] = msg.offset()
+                    acknowledged[msg.partition()] += 1
 
             return on_delivery
 
         try:
-            for index, (partition, record) in enumerate(batch):
-                key, value = records.encode(record)
+            for index, (partition, key, value) in enumerate(messages):
                 self._produce(key, value, partition, report(index))
         except BufferError:
             self._producer.flush(timeout)
-            raise error(f"the producer queue is full after {len(batch)} records to {self.topic!r}") from None
+            raise error(f"the producer queue is full after {len(messages)} records to {self.topic!r}") from None
         remaining = self._producer.flush(timeout)
         missing = sum(1 for offset in offsets if offset is None)
         if remaining or failures or missing:
             why = failures[0] if failures else f"no acknowledgement within {timeout:.0f}s"
-            raise error(f"{missing} of {len(batch)} records to keys topic {self.topic!r} were not acknowledged: {why}")
+            raise error(
+                f"{missing} of {len(messages)} records to keys topic {self.topic!r} were not acknowledged: {why}"
+            )
         return [offset for offset in offsets if offset is not None]
 
     def _produce(self, key: bytes, value: bytes | None, partition: int, callback: Callable[[Any, Any], None]) -> None:

@@ -55,6 +55,25 @@ def wrap_subject_key(wk: AESGCM, sk: bytes, subject: bytes, key_id: bytes, wk_id
     return nonce + wk.encrypt(nonce, sk, sk_aad(subject, key_id, wk_id))
 
 
+def new_wrapped_subject_keys(wk: AESGCM, wk_id: bytes, subjects: list[bytes]) -> list[tuple[bytes, bytes, bytes]]:
+    """``(key id, subject key, wrapped subject key)`` for each subject: a batch of new keys.
+
+    The randomness of the whole batch (key, key id and wrapping nonce of each) comes from one
+    ``os.urandom`` call and is sliced; everything else is :func:`wrap_subject_key` per key.
+    """
+    size = KEY_SIZE + KEY_ID_SIZE + _NONCE_SIZE
+    material = os.urandom(size * len(subjects))
+    encrypt = wk.encrypt
+    made: list[tuple[bytes, bytes, bytes]] = []
+    for index, subject in enumerate(subjects):
+        base = index * size
+        sk = material[base : base + KEY_SIZE]
+        key_id = material[base + KEY_SIZE : base + KEY_SIZE + KEY_ID_SIZE]
+        nonce = material[base + KEY_SIZE + KEY_ID_SIZE : base + size]
+        made.append((key_id, sk, nonce + encrypt(nonce, sk, sk_aad(subject, key_id, wk_id))))
+    return made
+
+
 def unwrap_subject_key(wk: AESGCM, wrapped: bytes, subject: bytes, key_id: bytes, wk_id: bytes) -> bytes:
     """Inverse of :func:`wrap_subject_key`; :class:`WrappingKeyUnavailable` if it does not open."""
     if len(wrapped) != WRAPPED_SK_SIZE:

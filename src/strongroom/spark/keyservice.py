@@ -19,6 +19,12 @@ The protocol (docs/pipelines.md, "The key service"; a Java client will speak it 
   {"generation": int, "key_ids": [base64...], "reset": bool}}`` or ``{"ok": false, "error": {"problem",
   "hint"}}``. Bytes travel as base64. An authenticated connection is closed after
   :attr:`KeyService.idle_timeout_s` without a request.
+* ``encrypt_keys`` takes ``{"subjects": [str...], "seals": [int...]}``: ``seals`` (added with the
+  subject-key usage limits; optional, so older clients keep working) says how many records of each
+  subject the batch will seal, aligned with ``subjects``. The driver charges them to the keys' usage
+  limits (:mod:`strongroom.keys.usage`) and may answer a subject's *new* key (rotation). A client that
+  sends no ``seals`` is charged one seal per subject per request — an undercount when a batch holds
+  several records of a subject, so every client should send it.
 * ``erasures`` (when the service follows a key table's :class:`~strongroom.keys.erasure_feed.ErasureFeed`)
   lists the key ids the driver's key table erased after the ``erasure_generation`` the request names
   (taken *before* the request is answered, so a key erased while it is answered comes with the next

@@ -15,6 +15,7 @@ lazily in the executor.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,9 +124,11 @@ class EncryptRows:
                 reasons[i] = subject.reason
             else:
                 subjects[i] = subject
-        wanted = sorted({s for s in subjects if s is not None})
+        counts = Counter(s for s in subjects if s is not None)
+        wanted = sorted(counts)
         assert self._client is not None
-        answer = self._client.call("encrypt_keys", subjects=wanted) if wanted else {}
+        # seals: how many records each key seals here (its usage limit, strongroom.keys.usage)
+        answer = self._client.call("encrypt_keys", subjects=wanted, seals=[counts[s] for s in wanted]) if wanted else {}
         keys = {s: (unb64(kid), unb64(dek)) if emit else None for s, (kid, dek, emit) in answer.items()}
         self._client.remember([key for key in keys.values() if key is not None])
         for i in range(n):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strongroom.keys.murmur2 import murmur2, partition_for, subject_partition, to_positive
+from strongroom.keys.murmur2 import murmur2, partition_for, subject_partition, subject_partitions, to_positive
 
 # From Apache Kafka's clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java
 KAFKA_VECTORS = {
@@ -47,3 +47,13 @@ def test_partition_is_in_range_and_murmur2_is_a_signed_int32(data: bytes, partit
     value = murmur2(data)
     assert -(2**31) <= value < 2**31
     assert 0 <= partition_for(data, partitions) < partitions
+
+
+@given(st.lists(st.binary(min_size=0, max_size=40), max_size=60), st.integers(min_value=1, max_value=50))
+def test_the_vectorized_partitions_equal_kafkas_one_by_one(subjects: list[bytes], partitions: int) -> None:
+    assert subject_partitions(subjects, partitions) == [partition_for(s, partitions) for s in subjects]
+
+
+def test_the_vectorized_hash_matches_kafkas_vectors() -> None:
+    data = list(KAFKA_VECTORS)
+    assert subject_partitions(data, 2**31 - 1) == [to_positive(v) % (2**31 - 1) for v in KAFKA_VECTORS.values()]

@@ -134,15 +134,36 @@ class EncryptJob(StreamingJob[EncryptResult]):
             self.on_batch(batch_id, self.result())
 
     def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
-        """The key service's handler: ``encrypt_keys`` → ``{subject: [key id, DEK, emit]}`` (base64)."""
+        """The key service's handler: ``encrypt_keys`` → ``{subject: [key id, DEK, emit]}`` (base64).
+
+        ``seals`` (optional, one count per subject) is how many records of each subject the batch seals:
+        charged to the keys' usage limits (a client that sends none is charged one seal per subject).
+        """
         if op != "encrypt_keys":
             raise PipelineError(f"unknown key service request {op!r}")
         subjects = [str(s) for s in args.get("subjects", [])]
+        seals = seal_counts(subjects, args.get("seals"))
         with self.counters.phase("keys"):
             decided = wait_out_kms_outage(
-                lambda: self.key_cache.get_or_create(subjects), self.settings.kms_outage_wait_s
+                lambda: self.key_cache.get_or_create(subjects, seals=seals), self.settings.kms_outage_wait_s
             )
         return {
             subject: [b64(key_id), b64(dek), emit] if emit else ["", "", False]
             for subject, key_id, dek, emit in encrypt_key_rows(decided)
         }
+
+
+def seal_counts(subjects: list[str], seals: object) -> dict[str, int]:
+    """The ``seals`` of an ``encrypt_keys`` request per subject (one each when the client sent none)."""
+    if seals is None:
+        return dict.fromkeys(subjects, 1)
+    if (
+        not isinstance(seals, list)
+        or len(seals) != len(subjects)
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in seals)
+    ):
+        raise PipelineError(
+            "the key service request's 'seals' is not one non-negative count per subject",
+            hint="send seals as a list of integers aligned with subjects, or leave it out",
+        )
+    return dict(zip(subjects, seals, strict=True))

@@ -1,0 +1,161 @@
+"""Usage limits of subject keys: how many records one subject key may seal, and for how long.
+
+Every record is sealed with AES-256-GCM under a random 96-bit nonce. With *q* seals under one key the
+chance that two share a nonce is at most q² / 2⁹⁷; NIST SP 800-38D allows 2³² seals per key. A busy
+subject (a tenant id as the record key) reaches that in weeks, so subject keys have a seal bound,
+enforced by rotating the subject to a new key id (the design already keeps several keys per subject;
+erasure removes them all; records name their key id, so old records still open).
+
+The bound holds across any number of writers (threads, executors, pipelines, producers) because seals
+are granted through the keys topic, where every writer reads the same order:
+
+- the writer that *created* a key may seal up to ``creator_seals`` records with it without asking
+  (its key record is the grant: a key has exactly one creator, and only the creator's winning key is
+  ever used);
+- every other use needs a **seal lease**: a small record in the subject's partition asking for
+  ``lease_seals`` more. Every key table applies the leases in partition order, adding them up; a
+  lease that would take the key past ``max_seals`` (as that lease states it) is denied and marks the
+  key *exhausted* for everyone. A writer seals under a lease only after reading it back granted.
+- an exhausted key, or one older than ``max_age_seconds``, is never a subject's current key: the next
+  writer that needs the subject creates a new key, and "first key in partition order wins" makes
+  every writer converge on it.
+
+So a key seals at most ``max_seals + creator_seals`` records, however many writers share it
+(docs/threat-model.md has the arithmetic). A writer that stops early wastes the rest of its lease:
+unused seals are never handed to anyone else, so the bound errs only on the safe side.
+
+This module is the pure part: the limits and a writer's ledger of what it may still seal per key.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from strongroom.keys.errors import KeysConfigError
+from strongroom.keys.records import LEASE_ID_SIZE
+
+#: 2³² random-nonce seals is the NIST ceiling for one key; no limit may let a key pass it.
+HARD_MAX_SEALS: Final = 2**32
+DEFAULT_MAX_SEALS: Final = 2**30
+DEFAULT_LEASE_SEALS: Final = 2**20
+DEFAULT_MAX_AGE_SECONDS: Final = 90 * 24 * 3600.0
+#: Keys a writer keeps a balance for; a forgotten balance is simply leased again (never re-granted free).
+DEFAULT_LEDGER_SIZE: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectKeyLimits:
+    """The usage limits a writer applies to the subject keys it seals with.
+
+    ``max_seals`` is what the leases of one key may add up to; the key's creator seals up to
+    ``creator_seals`` more without a lease; leases ask for ``lease_seals`` (or a batch's need if more).
+    """
+
+    max_seals: int = DEFAULT_MAX_SEALS
+    lease_seals: int = DEFAULT_LEASE_SEALS
+    creator_seals: int = DEFAULT_LEASE_SEALS
+    max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.max_seals < 1 or self.max_seals + self.creator_seals > HARD_MAX_SEALS:
+            raise KeysConfigError(
+                f"subject-key seal limits max_seals={self.max_seals} + creator_seals={self.creator_seals} must be "
+                f"between 1 and 2**32",
+                hint="random 96-bit nonces allow at most 2**32 seals per key; lower max_seals",
+            )
+        if not 1 <= self.lease_seals <= self.max_seals or self.creator_seals < 0:
+            raise KeysConfigError(
+                f"subject-key lease_seals={self.lease_seals} must be between 1 and max_seals={self.max_seals}, "
+                f"creator_seals={self.creator_seals} at least 0"
+            )
+        if self.max_age_seconds <= 0:
+            raise KeysConfigError(f"subject-key max_age_seconds={self.max_age_seconds} must be positive")
+
+    @property
+    def bound(self) -> int:
+        """The most records one key can seal, however many writers share it."""
+        return self.max_seals + self.creator_seals
+
+    def expired(self, created_ms: int, now_ms: int) -> bool:
+        return now_ms - created_ms >= self.max_age_seconds * 1000
+
+
+def new_lease_id() -> bytes:
+    """A random lease id (its message key must be unique: compaction keeps every lease)."""
+    return os.urandom(LEASE_ID_SIZE)
+
+
+class Charge(enum.StrEnum):
+    """What a writer must do before sealing with a key."""
+
+    #: the balance covers it (and was charged)
+    SEAL = "seal"
+    #: ask the keys topic for a lease first
+    LEASE = "lease"
+    #: too old (or exhausted): rotate the subject to a new key
+    ROTATE = "rotate"
+
+
+class SealLedger:
+    """One writer's balance of seals per subject key: its creator share, then its granted leases.
+
+    Not thread-safe on its own: the key manager calls it under its lock.
+    """
+
+    def __init__(
+        self,
+        limits: SubjectKeyLimits,
+        *,
+        capacity: int = DEFAULT_LEDGER_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.limits = limits
+        self.capacity = capacity
+        self.clock = clock
+        self._balance: OrderedDict[bytes, int] = OrderedDict()
+        self.counters = {"charged": 0, "leases_granted": 0, "leases_denied": 0, "rotated": 0}
+
+    def created(self, key_id: bytes) -> None:
+        """This writer created ``key_id`` (and its record won): its creator share."""
+        self._set(key_id, self.limits.creator_seals)
+
+    def granted(self, key_id: bytes, seals: int) -> None:
+        self.counters["leases_granted"] += 1
+        self._set(key_id, self._balance.get(key_id, 0) + seals)
+
+    def denied(self, key_id: bytes) -> None:
+        self.counters["leases_denied"] += 1
+        self._balance.pop(key_id, None)
+
+    def charge(self, key_id: bytes, created_ms: int | None, seals: int) -> Charge:
+        """Take ``seals`` from the key's balance, or say what must happen first."""
+        if created_ms is not None and self.limits.expired(created_ms, int(self.clock() * 1000)):
+            return Charge.ROTATE
+        balance = self._balance.get(key_id, 0)
+        if balance < seals:
+            return Charge.LEASE
+        self._balance[key_id] = balance - seals
+        self.counters["charged"] += seals
+        return Charge.SEAL
+
+    def lease_size(self, seals: int) -> int:
+        """How many seals to ask for when ``seals`` are needed now."""
+        return max(self.limits.lease_seals, seals)
+
+    def balance(self, key_id: bytes) -> int:
+        return self._balance.get(key_id, 0)
+
+    def forget(self, key_id: bytes) -> None:
+        self._balance.pop(key_id, None)
+
+    def _set(self, key_id: bytes, balance: int) -> None:
+        self._balance[key_id] = balance
+        self._balance.move_to_end(key_id)
+        while len(self._balance) > self.capacity:
+            self._balance.popitem(last=False)

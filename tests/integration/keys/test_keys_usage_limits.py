@@ -1,0 +1,118 @@
+"""Subject-key usage limits on a real Kafka: concurrent writers rotate a busy subject at its seal bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from strongroom.envelope import RecordContext, decrypt_value, seal
+from strongroom.kafka.config import ClientConfig
+from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy
+from strongroom.keys.cache import KeyCache
+from strongroom.keys.usage import SubjectKeyLimits
+from strongroom.kms.metered import MeteredKms
+
+LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40)
+SUBJECTS = ["tenant-a", "tenant-b", "tenant-c"]
+
+
+def test_concurrent_writers_rotate_at_the_seal_bound_and_every_record_opens(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    options = {"readers_topic": readers_topic}
+    sealed: list[tuple[str, bytes, bytes, bytes]] = []  # subject, key id, plaintext, envelope
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def writer(cache: KeyCache, name: str) -> None:
+        try:
+            for n in range(40):
+                keys = cache.get_or_create(SUBJECTS, seals=dict.fromkeys(SUBJECTS, 5))
+                for subject, key in keys.items():
+                    assert isinstance(key, SubjectKey)
+                    for i in range(5):
+                        text = f"{name}/{n}/{i} {subject}".encode()
+                        envelope = seal(text, key.key, key.ref, RecordContext("t", subject.encode()))
+                        with lock:
+                            sealed.append((subject, key.key_id, text, envelope))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    # Two writers (separate managers, tables and caches: like two pipelines), three threads each.
+    managers = [KeyManager(client, kms, topic=keys_topic, limits=LIMITS, table_options=options) for _ in range(2)]
+    try:
+        caches = [KeyCache(manager) for manager in managers]
+        threads = [
+            threading.Thread(target=writer, args=(cache, f"w{w}t{t}"))
+            for w, cache in enumerate(caches)
+            for t in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert not errors, errors
+        stats = [manager.stats()["seals"] for manager in managers]
+    finally:
+        for manager in managers:
+            manager.close()
+
+    assert len(sealed) == 2 * 3 * 40 * 5 * len(SUBJECTS)
+    per_key = Counter(key_id for _, key_id, _, _ in sealed)
+    assert max(per_key.values()) <= LIMITS.bound, f"a key sealed {max(per_key.values())} records"
+    keys_of = {subject: {key_id for s, key_id, _, _ in sealed if s == subject} for subject in SUBJECTS}
+    # 1200 seals per subject under a bound of 340: rotated at least three times each
+    assert all(len(ids) >= 4 for ids in keys_of.values()), {s: len(ids) for s, ids in keys_of.items()}
+    assert sum(s["leases_denied"] for s in stats) >= 1
+    assert sum(s["rotated"] for s in stats) >= 3
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
+        reader.wait_caught_up(60)
+        for subject, _, text, envelope in sealed:  # every record opens, under whichever key sealed it
+            assert decrypt_value(envelope, reader.key_lookup_for(subject), RecordContext("t", subject.encode())) == text
+        for subject in SUBJECTS:
+            state = reader.subject_state(subject)
+            assert {k.key_id for k in state.keys} >= keys_of[subject]  # rotation keeps the old keys
+            assert sum(k.exhausted for k in state.keys) >= len(keys_of[subject]) - 1
+
+
+def test_a_key_older_than_the_age_limit_is_rotated(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    now = [time.time()]  # key records carry the wall-clock time they were written at
+    policy = WrappingKeyPolicy(clock=lambda: now[0])
+    limits = SubjectKeyLimits(max_age_seconds=3600)
+    options = {"readers_topic": readers_topic}
+    with KeyManager(client, kms, topic=keys_topic, wrapping=policy, limits=limits, table_options=options) as manager:
+        cache = KeyCache(manager)
+        first = cache.get_or_create(["old"])["old"]
+        assert isinstance(first, SubjectKey)
+        assert first.created_ms is not None
+        now[0] = first.created_ms / 1000 + 3599
+        assert cache.get_or_create(["old"])["old"] == first
+        # exactly the age limit: the first key is too old, a key written after it (real time moved on) is not
+        now[0] = first.created_ms / 1000 + 3600.0005  # (half a millisecond against float rounding)
+        second = cache.get_or_create(["old"])["old"]
+        assert isinstance(second, SubjectKey)
+        assert second.key_id != first.key_id
+        assert manager.get_or_create(["old"])["old"] == second  # the new key is the subject's current key
+
+
+def test_a_prefetched_batch_is_answered_from_memory(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    options = {"readers_topic": readers_topic}
+    with KeyManager(client, kms, topic=keys_topic, table_options=options) as manager:
+        cache = KeyCache(manager)
+        try:
+            future = cache.prefetch(f"next-{i}" for i in range(500))
+            current = cache.get_or_create(["now"])  # waits for the prefetch under way, then its own batch
+            assert future.done()
+            calls = cache.counters["manager_calls"]
+            prefetched = future.result()
+            assert cache.get_or_create(prefetched) == prefetched
+            assert cache.counters["manager_calls"] == calls  # no manager call: every key came from memory
+            assert isinstance(current["now"], SubjectKey)
+        finally:
+            cache.close()

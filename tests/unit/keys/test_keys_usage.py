@@ -1,0 +1,141 @@
+"""Subject-key usage limits: the writer's ledger, seal-lease records, and how every key table grants leases."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from strongroom.keys import records
+from strongroom.keys.errors import CorruptKeyRecord, KeysConfigError
+from strongroom.keys.records import KeysRecord, SealLease, SubjectKeyRecord
+from strongroom.keys.store import KeyStore
+from strongroom.keys.usage import HARD_MAX_SEALS, Charge, SealLedger, SubjectKeyLimits, new_lease_id
+
+WK = b"w" * 16
+K1, K2 = b"\x01" * 16, b"\x02" * 16
+
+
+def key(subject: str, key_id: bytes) -> SubjectKeyRecord:
+    return SubjectKeyRecord(subject, key_id, WK, os.urandom(60), 1, "local:kek")
+
+
+def lease(key_id: bytes, seals: int, bound: int) -> SealLease:
+    return SealLease(key_id, new_lease_id(), seals, bound, 5)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> KeyStore:
+    return KeyStore(None, topic="keys", temp_base=tmp_path)
+
+
+def apply(store: KeyStore, start: int, *items: KeysRecord, partition: int = 0) -> dict[bytes, bool]:
+    effects = store.apply(
+        [(partition, start + i, item) for i, item in enumerate(items)], {partition: start + len(items)}
+    )
+    return effects.leases
+
+
+# ---------------------------------------------------------------------------- limits
+def test_limits_never_let_one_key_pass_two_to_the_32_seals() -> None:
+    assert SubjectKeyLimits().bound <= HARD_MAX_SEALS
+    with pytest.raises(KeysConfigError, match="2\\*\\*32"):
+        SubjectKeyLimits(max_seals=HARD_MAX_SEALS, creator_seals=1)
+    with pytest.raises(KeysConfigError, match="lease_seals"):
+        SubjectKeyLimits(max_seals=10, lease_seals=11, creator_seals=1)
+    with pytest.raises(KeysConfigError, match="max_age_seconds"):
+        SubjectKeyLimits(max_age_seconds=0)
+
+
+# ---------------------------------------------------------------------------- the ledger
+def test_the_creator_seals_its_share_then_needs_a_lease() -> None:
+    ledger = SealLedger(SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5))
+    assert ledger.charge(K1, None, 1) is Charge.LEASE  # an adopted key: nothing free
+    ledger.created(K1)
+    assert ledger.charge(K1, None, 3) is Charge.SEAL
+    assert ledger.charge(K1, None, 3) is Charge.LEASE  # 2 left, 3 asked: not charged
+    assert ledger.balance(K1) == 2
+    ledger.granted(K1, ledger.lease_size(3))
+    assert ledger.balance(K1) == 12
+    assert ledger.charge(K1, None, 12) is Charge.SEAL
+    assert ledger.lease_size(50) == 50  # a batch bigger than a lease asks for what it needs
+
+
+def test_an_old_key_rotates_whatever_its_balance() -> None:
+    now = [1000.0]
+    ledger = SealLedger(SubjectKeyLimits(max_age_seconds=60), clock=lambda: now[0])
+    ledger.created(K1)
+    created_ms = 1_000_000
+    assert ledger.charge(K1, created_ms, 1) is Charge.SEAL
+    now[0] = 1060.0
+    assert ledger.charge(K1, created_ms, 1) is Charge.ROTATE
+
+
+def test_a_forgotten_balance_is_leased_again_never_granted_free() -> None:
+    ledger = SealLedger(SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5), capacity=1)
+    ledger.created(K1)
+    ledger.created(K2)  # evicts K1's share
+    assert ledger.charge(K1, None, 1) is Charge.LEASE
+    assert ledger.charge(K2, None, 1) is Charge.SEAL
+
+
+# ---------------------------------------------------------------------------- records
+def test_a_lease_round_trips_and_names_no_subject() -> None:
+    record = lease(K1, 10, 100)
+    key_bytes, value = records.encode(record)
+    assert b"subject" not in key_bytes
+    assert records.decode(key_bytes, value) == record
+    assert records.decode(key_bytes, None) == records.IgnoredRecord("lease")
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [lambda k, v: (k[:-1], v), lambda k, v: (k, v[:-1]), lambda k, v: (k, b"\x02" + v[1:])],
+    ids=["short key", "short value", "unknown version"],
+)
+def test_a_malformed_lease_is_corrupt(mangle: object) -> None:
+    key_bytes, value = records.encode(lease(K1, 10, 100))
+    bad_key, bad_value = mangle(key_bytes, value)  # type: ignore[operator]
+    with pytest.raises(CorruptKeyRecord):
+        records.decode(bad_key, bad_value)
+
+
+def test_a_lease_asking_for_more_than_its_bound_is_corrupt() -> None:
+    key_bytes, value = records.encode(lease(K1, 101, 100))
+    with pytest.raises(CorruptKeyRecord, match="101 seals"):
+        records.decode(key_bytes, value)
+
+
+# ---------------------------------------------------------------------------- granting, in partition order
+def test_leases_add_up_until_the_bound_then_the_key_is_exhausted(store: KeyStore) -> None:
+    a, b, c, d = lease(K1, 40, 100), lease(K1, 40, 100), lease(K1, 40, 100), lease(K1, 10, 100)
+    outcomes = apply(store, 0, key("s", K1), a, b, c, d)
+    assert outcomes == {a.lease_id: True, b.lease_id: True, c.lease_id: False, d.lease_id: False}
+    (stored,) = store.live_keys("s")
+    assert stored.exhausted  # c did not fit: nobody seals with K1 again, not even d's 10
+
+
+def test_a_lease_that_reaches_the_bound_exactly_is_granted_and_ends_the_key(store: KeyStore) -> None:
+    a, b = lease(K1, 60, 100), lease(K1, 40, 100)
+    assert apply(store, 0, key("s", K1), a, b) == {a.lease_id: True, b.lease_id: True}
+    assert store.live_keys("s")[0].exhausted
+
+
+def test_leases_of_unknown_misplaced_or_earlier_keys_are_denied(store: KeyStore) -> None:
+    early = lease(K1, 1, 100)
+    assert apply(store, 0, early, key("s", K1)) == {early.lease_id: False}  # before its key
+    unknown = lease(K2, 1, 100)
+    assert apply(store, 2, unknown) == {unknown.lease_id: False}
+    elsewhere = lease(K1, 1, 100)
+    assert apply(store, 0, elsewhere, partition=1) == {elsewhere.lease_id: False}  # not the key's partition
+    assert not store.live_keys("s")[0].exhausted
+
+
+def test_subject_key_rows_and_records_are_stored_alike(store: KeyStore) -> None:
+    record = key("s", K1)
+    key_bytes, value = records.encode(record)
+    row = records.subject_key_row(key_bytes, value, 0, 7)
+    assert row == (K1, "s", WK, record.wrapped_sk, 0, 7, 1, "local:kek")
+    store.apply([row], {0: 8})
+    assert store.key(K1) is not None
