@@ -79,3 +79,10 @@ class OnPending(StrEnum):
 
     WAIT = "wait"  # hold the partition, retry, in order
     FAIL = "fail"
+
+
+class Engine(StrEnum):
+    """Where a pipeline's exactly-once Kafka writer runs (docs/pipelines.md, "Engines")."""
+
+    PYTHON = "python"  # Arrow batches to a Python worker: the row transforms and confluent-kafka
+    JVM = "jvm"  # in the executor JVM: the data plane's writer (java/, io.strongroom.dataplane.sink)

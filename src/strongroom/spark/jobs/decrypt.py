@@ -44,7 +44,7 @@ from strongroom.kafka.transport import committed
 from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
-from strongroom.policies import OnErasedRecord, OnFailure
+from strongroom.policies import Engine, OnErasedRecord, OnFailure
 from strongroom.spark.dataframes import LOST_KEY_REASON, classify_key
 from strongroom.spark.jobs.common import (
     Counters,
@@ -60,6 +60,7 @@ from strongroom.spark.jobs.common import (
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
 from strongroom.spark.jobs.results import DecryptResult
+from strongroom.spark.jvm_sink import require_jvm_engine
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
@@ -119,6 +120,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         from strongroom.keys.table import KeyTable
         from strongroom.kms.registry import kms_from_config
 
+        if settings.engine == Engine.JVM and output == DecryptOutput.KAFKA:
+            require_jvm_engine(spark, settings.rules, self.kind)  # refused, naming --engine python: not built yet
         if output == "parquet" and not output_path:
             raise PipelineError("decrypting to Parquet needs an output path", hint="pass --output-path")
         if on_failure == "dead-letter" and not settings.dead_letter_topic:

@@ -1,0 +1,186 @@
+"""The JVM engine of the encrypt pipeline (``engine=jvm``) against the Python engine, on a real cluster.
+
+* Records the JVM engine seals are opened by the Python decrypt pipeline (the client library's codec),
+  with the marker header first, the other headers, keys and timestamps kept.
+* The two engines continue each other's checkpoint and app id mid-stream: nothing lost, nothing twice,
+  and a replay from a lost checkpoint skips what the other engine committed.
+* Bad input takes the same outcome, status counts and reasons on both engines (dead letter, and fail).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from strongroom.errors import ConfigError, PipelineError
+from strongroom.policies import Engine
+from strongroom.spark.jobs.decrypt import DecryptJob
+from strongroom.spark.jobs.encrypt import EncryptJob
+
+pytestmark = pytest.mark.integration
+
+
+def _decrypted_ids(env: Any, spark: SparkSession, enc_topic: str, name: str) -> list[str]:
+    dec = DecryptJob(spark, env.settings({"rules": [{"topic": enc_topic}]}, name))
+    try:
+        result = dec.run()
+    finally:
+        dec.close()
+    assert set(result.records) == {"ok"}, result.records
+    return [json.loads(m.value())["event_id"] for m in env.read(f"{enc_topic.removesuffix('.enc')}.decrypted")]
+
+
+def test_records_the_jvm_engine_seals_are_opened_by_the_python_engine(spark: SparkSession, pipeline_env: Any) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=2)
+    events = env.produce_events(topic, 80, customers=7)
+    source = {(m.key(), m.value()): m.timestamp() for m in env.read(topic)}
+    job = EncryptJob(spark, env.settings({"rules": [{"topic": topic}]}, "enc", engine=Engine.JVM))
+    try:
+        result = job.run()
+    finally:
+        job.close()
+    assert result.records == {"ok": 80}
+    assert result.written == 80
+    assert result.keys["created"] == 7
+    encrypted = env.read(f"{topic}.enc")
+    assert len(encrypted) == 80
+    plaintexts = {value for _, value in source}
+    for msg in encrypted:
+        assert msg.headers()[0] == ("strongroom.enc", b"\x01\x01"), "the marker header comes first"
+        assert ("source", b"test") in msg.headers()
+        assert msg.value()[:4] == b"\xf5\x01\x01\x01"
+        assert msg.value() not in plaintexts
+        assert msg.key() is not None
+    ids = _decrypted_ids(env, spark, f"{topic}.enc", "dec")
+    assert sorted(ids) == sorted(e["event_id"] for e in events)
+    for msg in env.read(f"{topic}.decrypted"):
+        assert source[(msg.key(), msg.value())] == msg.timestamp(), "key, value and timestamp survive the round trip"
+
+
+def test_engines_continue_each_other_mid_stream_without_loss_or_duplicates(
+    spark: SparkSession, pipeline_env: Any
+) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=3)
+    rules = {"rules": [{"topic": topic}]}
+    produced: list[str] = []
+    for step, engine in enumerate([Engine.PYTHON, Engine.JVM, Engine.PYTHON, Engine.JVM]):
+        produced += [e["event_id"] for e in env.produce_events(topic, 45, customers=5)]
+        job = EncryptJob(spark, env.settings(rules, "switch", app_id="switch", engine=engine))
+        try:
+            result = job.run()
+        finally:
+            job.close()
+        assert result.written == 45, (step, engine, result)
+    # A lost checkpoint: the query restarts from the earliest offsets, and the JVM engine skips everything
+    # the two engines committed (the group's offsets inside their transactions), writing nothing again.
+    shutil.rmtree(env.workdir / "chk-switch")
+    job = EncryptJob(spark, env.settings(rules, "switch", app_id="switch", engine=Engine.JVM))
+    try:
+        replay = job.run()
+    finally:
+        job.close()
+    assert replay.written == 0
+    assert replay.replayed_skipped == 180
+    assert len(env.read(f"{topic}.enc")) == 180
+    ids = _decrypted_ids(env, spark, f"{topic}.enc", "switch-dec")
+    assert Counter(ids) == Counter(produced)
+    assert len(ids) == 180
+
+
+def _bad_records(limit: int) -> list[tuple[bytes | None, bytes | None]]:
+    return [
+        (b"alice", b"fine"),
+        (None, b"no key at all"),
+        (b"", b"empty key"),
+        (b"\xff\xfe", b"key is not UTF-8"),
+        (b"\xed\xa0\x80", b"key is a lone surrogate in UTF-8 form"),
+        (b"s" * 4097, b"subject longer than a subject may be"),
+        (b"bob", b"x" * (limit + 1)),  # too large before sealing
+        (b"carol", b"y" * (limit - 10)),  # fits, but not once sealed
+        (b"dave", None),  # a tombstone passes through
+        (b"erin", b"fine too"),
+    ]
+
+
+def _run_engine(env: Any, spark: SparkSession, topic: str, out: str, dlq: str, engine: Engine, on_reject: str) -> Any:
+    rules = {"rules": [{"topic": topic, "output_topic": out, "on_reject": on_reject}]}
+    settings = env.settings(rules, f"bad-{engine}-{on_reject}", app_id=f"bad-{engine}-{on_reject}",
+                            dead_letter_topic=dlq, engine=engine)  # fmt: skip
+    job = EncryptJob(spark, settings)
+    try:
+        return job.run()
+    finally:
+        job.close()
+
+
+def test_bad_input_takes_the_same_outcome_on_both_engines(spark: SparkSession, pipeline_env: Any) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    limit = 4000 - 1024  # the output topics' max.message.bytes minus the record headroom
+    env.produce_raw(topic, _bad_records(limit))
+    seen: dict[Engine, tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {}
+    for engine in (Engine.PYTHON, Engine.JVM):
+        out = env.new_topic(partitions=1, config={"max.message.bytes": "4000"})
+        dlq = env.new_topic(partitions=1)
+        result = _run_engine(env, spark, topic, out, dlq, engine, "dead-letter")
+        dead = [(m.key(), m.value(), dict(m.headers())) for m in env.read(dlq)]
+        written = [(m.key(), m.value() is None, m.headers()[0] if m.headers() else None) for m in env.read(out)]
+        seen[engine] = (result.records, dead, written)
+    python, jvm = seen[Engine.PYTHON], seen[Engine.JVM]
+    assert python[0] == jvm[0] == {"ok": 2, "passthrough": 1, "rejected": 7}
+    assert python[1] == jvm[1], "the same records reach the dead-letter topic, with the same reasons"
+    reasons = [headers["strongroom.dead-letter.reason"].decode() for _, _, headers in jvm[1]]
+    assert reasons == [
+        "no subject (record key is missing or empty)",
+        "no subject (record key is missing or empty)",
+        "no subject (record key is not UTF-8 text)",
+        "no subject (record key is not UTF-8 text)",
+        "no subject (record key is 4097 bytes, more than 4096)",
+        f"value too large to encrypt (> {limit} bytes)",
+        f"encrypted value would be {limit - 10 + 49} bytes, above the output topic's limit of {limit} bytes",
+    ]
+    assert [h["strongroom.dead-letter.source"] for _, _, h in jvm[1]] == [
+        f"{topic}/0/{offset}".encode() for offset in (1, 2, 3, 4, 5, 6, 7)
+    ]
+    assert (
+        python[2]
+        == jvm[2]
+        == [
+            (b"alice", False, ("strongroom.enc", b"\x01\x01")),
+            (b"dave", True, None),
+            (b"erin", False, ("strongroom.enc", b"\x01\x01")),
+        ]
+    )
+
+
+def test_a_record_the_rule_says_stop_on_stops_both_engines_with_the_same_error(
+    spark: SparkSession, pipeline_env: Any
+) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    env.produce_raw(topic, [(b"alice", b"fine"), (None, b"no subject"), (b"bob", b"never reached")])
+    errors: dict[Engine, str] = {}
+    for engine in (Engine.PYTHON, Engine.JVM):
+        out = env.new_topic(partitions=1)
+        with pytest.raises(PipelineError) as caught:
+            _run_engine(env, spark, topic, out, env.new_topic(), engine, "fail")
+        errors[engine] = caught.value.problem
+        assert env.read(out) == [], "nothing of the stopped partition is committed"
+    assert errors[Engine.PYTHON] == errors[Engine.JVM]
+    assert errors[Engine.JVM] == (f"cannot encrypt record {topic}[0]@1: no subject (record key is missing or empty)")
+
+
+def test_the_jvm_engine_refuses_what_it_does_not_run_yet(spark: SparkSession, pipeline_env: Any) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    rules = {"rules": [{"topic": topic, "mode": "fields", "fields": ["$.email"]}]}
+    with pytest.raises(ConfigError, match="does not seal JSON fields yet") as caught:
+        EncryptJob(spark, env.settings(rules, "refused", engine=Engine.JVM))
+    assert "--engine python" in (caught.value.hint or "")
