@@ -29,11 +29,21 @@ public record SinkSettings(
         int defaultLimit,
         Map<String, Integer> limits,
         Map<String, TopicPlan> topics,
-        int chunkRows) {
+        int chunkRows,
+        DecryptPlan decrypt) {
 
-    /** How the records of one source topic are sealed. */
+    /**
+     * How the records of one source topic are sealed or opened: the output topic, where the subject is,
+     * the AAD profile and on_reject (encrypt), the topic the ciphertext is bound to and the rule's index
+     * (decrypt).
+     */
     public record TopicPlan(String output, String subjectSource, String subjectHeader, String subjectWhere,
-            int maxSubjectBytes, AadProfile profile, boolean deadLetter) {
+            int maxSubjectBytes, AadProfile profile, boolean deadLetter, String boundTopic, int ruleIndex) {
+    }
+
+    /** The decrypt pipeline's policies: on_failure (fail, dead-letter, skip), erased (drop, mark), the pending
+     * topic, and whether records without the marker are refused. */
+    public record DecryptPlan(String onFailure, String erased, String pendingTopic, boolean encryptedOnly) {
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -61,14 +71,25 @@ public record SinkSettings(
                     t.path("subject_header").asText(""), t.path("subject_where").asText(),
                     t.path("max_subject_bytes").asInt(), "portable".equals(t.path("profile").asText())
                             ? AadProfile.PORTABLE : AadProfile.TOPIC,
-                    t.path("dead_letter").asBoolean(false)));
+                    t.path("dead_letter").asBoolean(false), t.path("bound_topic").asText(e.getKey()),
+                    t.path("rule_index").asInt(0)));
         });
+        JsonNode d = root.path("decrypt");
+        DecryptPlan decrypt = d.isMissingNode() || d.isNull() ? null
+                : new DecryptPlan(d.path("on_failure").asText("fail"), d.path("erased").asText("drop"),
+                        d.path("pending_topic").asText(), d.path("encrypted_only").asBoolean(true));
         String dlq = root.path("dead_letter_topic").asText("");
         return new SinkSettings(root.path("kind").asText(), root.path("bootstrap_servers").asText(), props,
                 root.path("group_id").asText(), root.path("transactional_id_prefix").asText(),
                 root.path("transaction_timeout_ms").asInt(600_000), spec, dlq.isEmpty() ? null : dlq,
                 root.path("default_limit").asInt(1_000_000 - 1024), limits, topics,
-                root.path("chunk_rows").asInt(50_000));
+                root.path("chunk_rows").asInt(50_000), decrypt);
+    }
+
+    /** Never the client properties (they may hold credentials) nor the service's token. */
+    @Override
+    public String toString() {
+        return "SinkSettings[" + kind + " as " + groupId + " to " + bootstrapServers + ", " + topics.size() + " topics]";
     }
 
     public String transactionalId(String topic, int partition) {
