@@ -19,20 +19,21 @@ drop) are resolved here, on the driver, into plain values per source topic, so b
 same words. The settings carry no key: the tasks ask the driver's key service (pinned TLS and token,
 :mod:`strongroom.spark.keyservice`) once per chunk of records, exactly as the Python tasks do.
 
-What the JVM engine does not do yet is refused before the query starts (:func:`unsupported`), naming
-``--engine python``.
+It runs the encrypt and decrypt pipelines (Kafka output) for whole-value rules; field mode is refused
+before the query starts (:func:`unsupported`), naming ``--engine python``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strongroom.errors import ConfigError, StackError
 from strongroom.keys.records import MAX_SUBJECT_BYTES
-from strongroom.policies import OnReject
-from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.policies import OnErasedRecord, OnFailure, OnReject
+from strongroom.rules import EncryptionRules
 from strongroom.spark.kafka_sink import PartitionSummary, TransactionalSinkConfig, WriteTasks
 
 if TYPE_CHECKING:
@@ -47,11 +48,11 @@ _ENGINE_HINT = "run with --engine python (engine='python'), which supports every
 
 def unsupported(rules: EncryptionRules, kind: str) -> str | None:
     """Why the JVM engine cannot run this pipeline yet, or None when it can."""
-    if kind != "encrypt":
-        return f"the JVM engine does not run the {kind} pipeline yet"
+    if kind not in ("encrypt", "decrypt"):
+        return f"the JVM engine does not run the {kind} pipeline"
     for rule in rules.rules:
         if rule.mode == "fields":
-            return f"the JVM engine does not seal JSON fields yet (the rule for {rule.topic!r} is in fields mode)"
+            return f"the JVM engine does not run field-mode rules yet (the rule for {rule.topic!r} is in fields mode)"
     return None
 
 
@@ -90,7 +91,7 @@ def encrypt_settings(
 ) -> str:
     """The settings document of one encrypt write: per source topic in ``outputs`` (source → output) the
     rule's decisions as plain values; ``limits`` per output topic; the key service's address and token."""
-    topics = {topic: _topic_plan(rules.rule_for(topic), output) for topic, output in outputs.items()}
+    topics = {topic: _topic_plan(rules, topic, output) for topic, output in outputs.items()}
     return json.dumps(
         {
             "kind": "encrypt",
@@ -116,8 +117,55 @@ def _sink_settings(config: TransactionalSinkConfig) -> dict[str, Any]:
     }
 
 
-def _topic_plan(rule: TopicRule, output: str) -> dict[str, Any]:
+def decrypt_settings(
+    config: TransactionalSinkConfig,
+    rules: EncryptionRules,
+    outputs: Mapping[str, str],
+    policies: DecryptPolicies,
+    dead_letter_topic: str | None,
+    service: Mapping[str, Any],
+) -> str:
+    """The settings document of one decrypt write to Kafka: per source topic in ``outputs`` (source →
+    output) where the subject is, the topic its ciphertext is bound to (``policies.topic_map``) and the
+    rule's index (for the pending buffer); the decrypt policies; the key service's address and token."""
+    topics = {
+        topic: _topic_plan(rules, topic, output, bound=policies.topic_map.get(topic, topic))
+        for topic, output in outputs.items()
+    }
+    return json.dumps(
+        {
+            "kind": "decrypt",
+            **_sink_settings(config),
+            "service": dict(service),
+            "dead_letter_topic": dead_letter_topic or "",
+            "topics": topics,
+            "chunk_rows": CHUNK_ROWS,
+            "decrypt": {
+                "on_failure": str(policies.on_failure),
+                "erased": str(policies.erased),
+                "pending_topic": policies.pending_topic,
+                "encrypted_only": policies.encrypted_only,
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class DecryptPolicies:
+    """What the decrypt pipeline does with what it cannot open (as ``row_transforms.DecryptRows`` does)."""
+
+    on_failure: OnFailure
+    erased: OnErasedRecord
+    pending_topic: str
+    topic_map: Mapping[str, str]
+    encrypted_only: bool
+
+
+def _topic_plan(rules: EncryptionRules, topic: str, output: str, *, bound: str | None = None) -> dict[str, Any]:
+    rule = rules.rule_for(topic)
     return {
+        "bound_topic": bound or topic,
+        "rule_index": rules.rules.index(rule),
         "output": output,
         "subject_source": rule.subject.source,
         "subject_header": rule.subject.header or "",

@@ -39,6 +39,8 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
     assert document["transactional_id_prefix"] + "orders-3" == config.transactional_id("orders", 3)
     assert document["client_properties"] == {"security.protocol": "PLAINTEXT"}
     assert document["topics"]["orders"] == {
+        "bound_topic": "orders",
+        "rule_index": 0,
         "output": "orders.enc",
         "subject_source": "header",
         "subject_header": "tenant",
@@ -48,6 +50,7 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
         "dead_letter": True,
     }
     assert document["topics"]["payments"]["profile"] == "portable"
+    assert document["topics"]["payments"]["rule_index"] == 1
     assert document["topics"]["payments"]["dead_letter"] is False
     assert document["limits"] == {"orders.enc": 500}
     assert document["dead_letter_topic"] == "dlq"
@@ -63,8 +66,10 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
     [
         ("encrypt", {"topic": "t"}, None),
         ("encrypt", {"topic": "t", "subject": {"source": "header", "header": "h"}}, None),
-        ("encrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not seal JSON fields yet"),
-        ("decrypt", {"topic": "t"}, "does not run the decrypt pipeline yet"),
+        ("encrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not run field-mode rules yet"),
+        ("decrypt", {"topic": "t"}, None),
+        ("decrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not run field-mode rules yet"),
+        ("audit", {"topic": "t"}, "does not run the audit pipeline"),
     ],
 )
 def test_what_the_jvm_engine_does_not_run_yet_is_named(kind: str, rule: dict[str, object], problem: str | None) -> None:

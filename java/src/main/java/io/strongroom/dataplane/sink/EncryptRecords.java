@@ -87,7 +87,7 @@ final class EncryptRecords implements RecordTransform {
     }
 
     /** A record's subject: its text and UTF-8 bytes. */
-    private record Subject(String text, byte[] bytes) {
+    record Subject(String text, byte[] bytes) {
     }
 
     /** The subject per the rule ({@code subject_of} in {@code clients/records.py}), or the reason there is none. */

@@ -126,10 +126,11 @@ final class TaskWriter {
     private RecordTransform transform() {
         if (transform == null) {
             service = new KeyServiceClient(settings.service(), SERVICE_TIMEOUT_MILLIS);
-            if (!"encrypt".equals(settings.kind())) {
-                throw new IllegalStateException("the JVM sink has no '" + settings.kind() + "' transform");
-            }
-            transform = new EncryptRecords(settings, service);
+            transform = switch (settings.kind()) {
+                case "encrypt" -> new EncryptRecords(settings, service);
+                case "decrypt" -> new DecryptRecords(settings, service);
+                default -> throw new IllegalStateException("the JVM sink has no '" + settings.kind() + "' transform");
+            };
         }
         return transform;
     }
