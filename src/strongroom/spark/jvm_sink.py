@@ -19,8 +19,9 @@ drop) are resolved here, on the driver, into plain values per source topic, so b
 same words. The settings carry no key: the tasks ask the driver's key service (pinned TLS and token,
 :mod:`strongroom.spark.keyservice`) once per chunk of records, exactly as the Python tasks do.
 
-It runs the encrypt and decrypt pipelines (Kafka output) for whole-value rules; field mode is refused
-before the query starts (:func:`unsupported`), naming ``--engine python``.
+It runs the encrypt pipeline (whole values and JSON fields, the subject from the key or a header) and
+the decrypt pipeline (Kafka output, whole values); anything else is refused before the query starts
+(:func:`unsupported`), naming ``--engine python``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def unsupported(rules: EncryptionRules, kind: str) -> str | None:
     if kind not in ("encrypt", "decrypt"):
         return f"the JVM engine does not run the {kind} pipeline"
     for rule in rules.rules:
-        if rule.mode == "fields":
-            return f"the JVM engine does not run field-mode rules yet (the rule for {rule.topic!r} is in fields mode)"
+        if rule.mode == "fields" and kind == "decrypt":
+            return f"the JVM engine does not open field-mode rules yet (the rule for {rule.topic!r} is in fields mode)"
+        if rule.subject.source == "json":
+            return f"the JVM engine does not read the subject from a JSON path yet (the rule for {rule.topic!r})"
     return None
 
 
@@ -173,6 +176,7 @@ def _topic_plan(rules: EncryptionRules, topic: str, output: str, *, bound: str |
         "max_subject_bytes": MAX_SUBJECT_BYTES,
         "profile": "portable" if rule.aad_profile == "portable" else "topic",
         "dead_letter": rule.on_reject == OnReject.DEAD_LETTER,
+        "fields": list(rule.fields) if rule.mode == "fields" else [],
     }
 
 

@@ -183,8 +183,9 @@ def test_a_record_the_rule_says_stop_on_stops_both_engines_with_the_same_error(
 def test_the_jvm_engine_refuses_what_it_does_not_run_yet(spark: SparkSession, pipeline_env: Any) -> None:
     env = pipeline_env
     topic = env.new_topic(partitions=1)
-    rules = {"rules": [{"topic": topic, "mode": "fields", "fields": ["$.email"]}]}
-    with pytest.raises(ConfigError, match="does not run field-mode rules yet") as caught:
+    subject = {"source": "json", "path": "$.customer_id"}
+    rules = {"rules": [{"topic": topic, "mode": "fields", "fields": ["$.email"], "subject": subject}]}
+    with pytest.raises(ConfigError, match="does not read the subject from a JSON path yet") as caught:
         EncryptJob(spark, env.settings(rules, "refused", engine=Engine.JVM))
     assert "--engine python" in (caught.value.hint or "")
 
@@ -284,3 +285,67 @@ def test_bad_encrypted_input_takes_the_same_outcome_on_both_engines(spark: Spark
     assert any("IntegrityError" in r for r in reasons)
     assert any("marker header; this reader accepts encrypted records only" in r for r in reasons)
     assert any("cannot find the subject to decrypt with" in r for r in reasons)
+
+
+FIELD_INPUTS: list[tuple[bytes | None, bytes | None]] = [
+    (b"alice", b'{"email":"alice@example.com","order":1}'),  # sealed
+    (b"alice", b'{"order":2}'),  # no rule field: written unchanged (marked)
+    (b"bob", b"\xff\x00 garbage bytes"),  # not UTF-8, not JSON
+    (b"bob", b'{"email":"\\ud800"}'),  # a lone surrogate escape
+    (b"bob", b'{"email":"plain","email":"sr1:AAAA"}'),  # duplicate names (the disguise attack)
+    (b"bob", b"[1,2,3]"),  # not an object
+    (b"bob", b'{"note":"sr1:AAAA","email":"x"}'),  # an sr1: string outside the rule fields
+    (b"bob", b'{"email":"sr1:AAAA"}'),  # looks sealed, does not open under bob's key
+    (None, b'{"email":"nobody@example.com"}'),  # no subject
+    (b"carol", b'{"email":"' + b"c" * 3000 + b'"}'),  # too large once sealed
+    (b"carol", b'{"email":"carol@example.com","n":1.5e300}'),  # sealed (floats re-serialised alike)
+]
+
+
+def test_field_mode_bad_input_takes_the_same_outcome_on_both_engines(spark: SparkSession, pipeline_env: Any) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    env.produce_raw(topic, FIELD_INPUTS)
+    seen: dict[Engine, Any] = {}
+    for engine in (Engine.PYTHON, Engine.JVM):
+        out = env.new_topic(partitions=1, config={"max.message.bytes": "4000"})
+        dlq = env.new_topic(partitions=1)
+        rule = {
+            "topic": topic,
+            "output_topic": out,
+            "on_reject": "dead-letter",
+            "mode": "fields",
+            "fields": ["$.email"],
+        }
+        settings = env.settings({"rules": [rule]}, f"fields-{engine}", app_id=f"fields-{engine}",
+                                dead_letter_topic=dlq, engine=engine)  # fmt: skip
+        job = EncryptJob(spark, settings)
+        try:
+            result = job.run()
+        finally:
+            job.close()
+        written = env.read(out)
+        dead = [(m.key(), m.value(), dict(m.headers())) for m in env.read(dlq)]
+        shape = [(m.key(), m.headers()[0], b"sr1:" in m.value(), b"@example.com" in m.value()) for m in written]
+        dec = DecryptJob(spark, env.settings({"rules": [{**rule, "topic": out}]}, f"fields-dec-{engine}",
+                                             app_id=f"fields-dec-{engine}"), output_topic=f"{out}.plain")  # fmt: skip
+        try:
+            assert dec.run().records == {"ok": len(written)}
+        finally:
+            dec.close()
+        opened = [(m.key(), json.loads(m.value())) for m in env.read(f"{out}.plain")]
+        seen[engine] = (result.records, dead, shape, opened)
+    python, jvm = seen[Engine.PYTHON], seen[Engine.JVM]
+    assert python[0] == jvm[0] == {"ok": 3, "rejected": 8}
+    assert python[1] == jvm[1], "the same records reach the dead-letter topic, with the same reasons"
+    assert (
+        python[2]
+        == jvm[2]
+        == [
+            (b"alice", ("strongroom.enc", b"\x01\x02"), True, False),
+            (b"alice", ("strongroom.enc", b"\x01\x02"), False, False),
+            (b"carol", ("strongroom.enc", b"\x01\x02"), True, False),
+        ]
+    )
+    assert python[3] == jvm[3], "the JVM-sealed fields open to what the Python-sealed ones open to"
+    assert [doc.get("email") for _, doc in jvm[3]] == ["alice@example.com", None, "carol@example.com"]

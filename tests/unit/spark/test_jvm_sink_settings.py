@@ -48,6 +48,7 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
         "max_subject_bytes": 4096,
         "profile": "topic",
         "dead_letter": True,
+        "fields": [],
     }
     assert document["topics"]["payments"]["profile"] == "portable"
     assert document["topics"]["payments"]["rule_index"] == 1
@@ -66,9 +67,14 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
     [
         ("encrypt", {"topic": "t"}, None),
         ("encrypt", {"topic": "t", "subject": {"source": "header", "header": "h"}}, None),
-        ("encrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not run field-mode rules yet"),
+        ("encrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, None),
+        (
+            "encrypt",
+            {"topic": "t", "mode": "fields", "fields": ["$.a"], "subject": {"source": "json", "path": "$.id"}},
+            "does not read the subject from a JSON path yet",
+        ),
         ("decrypt", {"topic": "t"}, None),
-        ("decrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not run field-mode rules yet"),
+        ("decrypt", {"topic": "t", "mode": "fields", "fields": ["$.a"]}, "does not open field-mode rules yet"),
         ("audit", {"topic": "t"}, "does not run the audit pipeline"),
     ],
 )

@@ -12,6 +12,8 @@ import io.strongroom.dataplane.codec.SubjectKeyRef;
 import io.strongroom.dataplane.codec.Utf8;
 import io.strongroom.dataplane.codec.ValueMode;
 import io.strongroom.dataplane.codec.WireIds;
+import io.strongroom.dataplane.json.FieldRules;
+import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -22,19 +24,24 @@ import java.util.Map;
 import java.util.TreeSet;
 
 /**
- * Seals every whole value of a chunk with its subject's key, as {@code EncryptRows} in
+ * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
  * {@code strongroom/spark/row_transforms.py}: the same order of decisions and the same reasons (subject
  * missing, too large before or after sealing), one key-service request per chunk, the marker header
  * first. The keys live in this object for one chunk only.
  */
 final class EncryptRecords implements RecordTransform {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final SourceRecord.Header MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
+    private static final SourceRecord.Header VALUE_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
             RecordMarker.headerValue(ValueMode.WHOLE_VALUE));
+    private static final SourceRecord.Header FIELDS_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
+            RecordMarker.headerValue(ValueMode.JSON_FIELDS));
 
     private final SinkSettings settings;
     private final KeyServiceClient service;
     private final EnvelopeCodec codec = EnvelopeCodec.withDrbg();
+    private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
+    /** The compiled field paths per source topic (field-mode rules only). */
+    private final Map<String, FieldRules> fieldRules = new HashMap<>();
     private final Map<String, SubjectKeyRef> refs = new HashMap<>();
 
     EncryptRecords(SinkSettings settings, KeyServiceClient service) {
@@ -150,12 +157,16 @@ final class EncryptRecords implements RecordTransform {
         if (record.value().length > limit) {
             return reject(record, plan, "value too large to encrypt (> " + limit + " bytes)");
         }
+        boolean fields = !plan.fields().isEmpty();
         byte[] sealed;
         try {
-            sealed = codec.seal(record.value(), key.dek(), ref(key.keyId()),
-                    new RecordContext(out, s.bytes(), plan.profile()), "");
+            RecordContext ctx = new RecordContext(out, s.bytes(), plan.profile());
+            sealed = fields
+                    ? fieldCodec.encrypt(record.value(), fieldRules.computeIfAbsent(record.topic(),
+                            t -> new FieldRules(plan.fields())), key.dek(), ref(key.keyId()), ctx)
+                    : codec.seal(record.value(), key.dek(), ref(key.keyId()), ctx, "");
         } catch (EnvelopeException e) {
-            return reject(record, plan, e.problem());
+            return reject(record, plan, e.problem() + (fields ? " (field mode)" : ""));
         } catch (RuntimeException e) {
             return Verdict.notWritten(record, out, Verdict.REJECTED, TaskWriter.unexpected(record, e), true);
         }
@@ -164,7 +175,7 @@ final class EncryptRecords implements RecordTransform {
                     + " bytes, above the output topic's limit of " + limit + " bytes");
         }
         List<SourceRecord.Header> headers = new ArrayList<>(record.headers().size() + 1);
-        headers.add(MARKER);
+        headers.add(fields ? FIELDS_MARKER : VALUE_MARKER);
         for (SourceRecord.Header h : record.headers()) {
             if (!WireIds.RECORD_HEADER_NAME.equals(h.name())) {
                 headers.add(h);

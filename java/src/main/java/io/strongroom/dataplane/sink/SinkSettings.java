@@ -5,7 +5,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.strongroom.dataplane.codec.AadProfile;
 import io.strongroom.dataplane.keys.KeyServiceSpec;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -38,7 +40,8 @@ public record SinkSettings(
      * (decrypt).
      */
     public record TopicPlan(String output, String subjectSource, String subjectHeader, String subjectWhere,
-            int maxSubjectBytes, AadProfile profile, boolean deadLetter, String boundTopic, int ruleIndex) {
+            int maxSubjectBytes, AadProfile profile, boolean deadLetter, String boundTopic, int ruleIndex,
+            List<String> fields) {
     }
 
     /** The decrypt pipeline's policies: on_failure (fail, dead-letter, skip), erased (drop, mark), the pending
@@ -72,7 +75,7 @@ public record SinkSettings(
                     t.path("max_subject_bytes").asInt(), "portable".equals(t.path("profile").asText())
                             ? AadProfile.PORTABLE : AadProfile.TOPIC,
                     t.path("dead_letter").asBoolean(false), t.path("bound_topic").asText(e.getKey()),
-                    t.path("rule_index").asInt(0)));
+                    t.path("rule_index").asInt(0), texts(t.path("fields"))));
         });
         JsonNode d = root.path("decrypt");
         DecryptPlan decrypt = d.isMissingNode() || d.isNull() ? null
@@ -90,6 +93,12 @@ public record SinkSettings(
     @Override
     public String toString() {
         return "SinkSettings[" + kind + " as " + groupId + " to " + bootstrapServers + ", " + topics.size() + " topics]";
+    }
+
+    private static List<String> texts(JsonNode array) {
+        List<String> out = new ArrayList<>();
+        array.forEach(node -> out.add(node.asText()));
+        return List.copyOf(out);
     }
 
     public String transactionalId(String topic, int partition) {
