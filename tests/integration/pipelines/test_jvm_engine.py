@@ -327,8 +327,10 @@ def test_field_mode_bad_input_takes_the_same_outcome_on_both_engines(spark: Spar
         written = env.read(out)
         dead = [(m.key(), m.value(), dict(m.headers())) for m in env.read(dlq)]
         shape = [(m.key(), m.headers()[0], b"sr1:" in m.value(), b"@example.com" in m.value()) for m in written]
+        # Each engine opens what it sealed: the JVM engine's field-mode decrypt against the Python engine's.
         dec = DecryptJob(spark, env.settings({"rules": [{**rule, "topic": out}]}, f"fields-dec-{engine}",
-                                             app_id=f"fields-dec-{engine}"), output_topic=f"{out}.plain")  # fmt: skip
+                                             app_id=f"fields-dec-{engine}", engine=engine),
+                         output_topic=f"{out}.plain")  # fmt: skip
         try:
             assert dec.run().records == {"ok": len(written)}
         finally:
@@ -349,3 +351,61 @@ def test_field_mode_bad_input_takes_the_same_outcome_on_both_engines(spark: Spar
     )
     assert python[3] == jvm[3], "the JVM-sealed fields open to what the Python-sealed ones open to"
     assert [doc.get("email") for _, doc in jvm[3]] == ["alice@example.com", None, "carol@example.com"]
+
+
+def test_field_mode_bad_encrypted_input_takes_the_same_outcome_on_both_engines(
+    spark: SparkSession, pipeline_env: Any
+) -> None:
+    env = pipeline_env
+    source = env.new_topic(partitions=1)
+    env.produce_raw(source, [(b"alice", b'{"email":"alice@example.com","n":1}'), (b"bob", b'{"email":"bob@x.org"}')])
+    rule = {"topic": source, "mode": "fields", "fields": ["$.email"]}
+    job = EncryptJob(spark, env.settings({"rules": [rule]}, "hostile-fields-enc"))
+    try:
+        job.run()
+    finally:
+        job.close()
+    alice, bob = env.read(f"{source}.enc")
+    sealed_alice = json.loads(alice.value())["email"]
+    marker = ("strongroom.enc", b"\x01\x02")
+    target = env.new_topic(partitions=1)
+    producer = Producer(env.client.producer())
+    hostile: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = [
+        (b"alice", alice.value(), [marker]),  # opens
+        (b"bob", bob.value(), [marker]),  # bob is erased below: the field becomes null
+        (b"alice", b'{"email":"plain@example.com"}', [marker]),  # marked, but the rule field is plaintext
+        (b"alice", b'{"email":"\\u0073r1:' + sealed_alice[4:].encode() + b'"}', [marker]),  # escaped spelling
+        (b"alice", b'{"email":"' + sealed_alice[:-3].encode() + b'AAA"}', [marker]),  # altered
+        (b"mallory", alice.value(), [marker]),  # alice's key claimed by another subject
+        (b"alice", b"\xff\x00 not json", [marker]),  # garbage
+        (b"alice", b'{"email":"x","email":"y"}', [marker]),  # duplicate names
+        (b"alice", b'{"note":"\\ud800","email":"' + sealed_alice.encode() + b'"}', [marker]),  # lone surrogate
+        (b"alice", alice.value(), [("strongroom.enc", b"\x01\x01")]),  # the other mode's marker
+        (b"alice", alice.value(), []),  # no marker: encrypted-only readers refuse it
+        (b"carol", b'{"email":"sr1:' + b"A" * 64 + b'"}', [marker]),  # an envelope under a key nobody has
+    ]
+    for key, value, headers in hostile:
+        producer.produce(target, key=key, value=value, headers=headers)
+    assert producer.flush(30) == 0
+    erase(env.client, ["bob"], reason="test", topic=env.keys_topic)
+    seen: dict[Engine, Any] = {}
+    for engine in (Engine.PYTHON, Engine.JVM):
+        out, dlq = env.new_topic(partitions=1), env.new_topic(partitions=1)
+        name = f"hostile-fields-dec-{engine}"
+        settings = env.settings({"rules": [{**rule, "topic": target}]}, name, app_id=name, engine=engine,
+                                dead_letter_topic=dlq)  # fmt: skip
+        dec = DecryptJob(spark, settings, output_topic=out, on_failure="dead-letter")
+        try:
+            result = dec.run()
+        finally:
+            dec.close()
+        written = [(m.key(), m.value(), m.headers()) for m in env.read(out)]
+        dead = [(m.key(), m.value(), m.headers()) for m in env.read(dlq)]
+        seen[engine] = (result.records, written, dead)
+    python, jvm = seen[Engine.PYTHON], seen[Engine.JVM]
+    assert python[0] == jvm[0], (python[0], jvm[0])
+    assert python[1] == jvm[1], "the same records reach the output, opened alike"
+    assert python[2] == jvm[2], "the same records reach the dead-letter topic, with the same reasons"
+    assert [json.loads(v) for _, v, _ in jvm[1]] == [{"email": "alice@example.com", "n": 1}, {"email": None}]
+    assert jvm[0]["ok"] == 2
+    assert jvm[0]["failed"] == len(jvm[2]) >= 8

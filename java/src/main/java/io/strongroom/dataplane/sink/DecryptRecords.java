@@ -15,6 +15,11 @@ import io.strongroom.dataplane.codec.SubjectKeyRef;
 import io.strongroom.dataplane.codec.Utf8;
 import io.strongroom.dataplane.codec.ValueMode;
 import io.strongroom.dataplane.codec.WireIds;
+import io.strongroom.dataplane.json.DocumentReader;
+import io.strongroom.dataplane.json.FieldRules;
+import io.strongroom.dataplane.json.JsonFieldCodec;
+import io.strongroom.dataplane.json.OnErased;
+import io.strongroom.dataplane.json.SealedFields;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -25,7 +30,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Opens every whole value of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
+ * Opens every whole value (or the rule's sealed JSON fields) of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
  * {@code strongroom/spark/row_transforms.py} and {@code clients/sealing.py}: one key-service request per
  * chunk for every (key id, subject) the chunk's records were sealed under, then per record the same
  * outcomes (opened, passed through, erased, pending, failed) with the same reasons, routed by the same
@@ -44,6 +49,9 @@ final class DecryptRecords implements RecordTransform {
     private final SinkSettings.DecryptPlan decrypt;
     private final KeyServiceClient service;
     private final EnvelopeCodec codec = EnvelopeCodec.withDrbg();
+    private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
+    /** The compiled field paths per source topic (field-mode rules only). */
+    private final Map<String, FieldRules> fieldRules = new HashMap<>();
 
     DecryptRecords(SinkSettings settings, KeyServiceClient service) {
         this.settings = settings;
@@ -110,15 +118,16 @@ final class DecryptRecords implements RecordTransform {
     private Map<String, KeyState> keyStates(List<SourceRecord> records) {
         Map<String, String[]> requests = new LinkedHashMap<>();
         for (SourceRecord record : records) {
-            byte[] value = record.value();
-            if (value == null || value.length < PREFIX.length + KEY_ID || !startsWithPrefix(value)) {
+            List<byte[]> keyIds = keyIds(record, plan(record));
+            if (keyIds.isEmpty()) {
                 continue;
             }
             Object subject = EncryptRecords.subjectOf(plan(record), record);
             if (subject instanceof EncryptRecords.Subject s) {
-                byte[] keyId = Arrays.copyOfRange(value, PREFIX.length, PREFIX.length + KEY_ID);
-                requests.putIfAbsent(pairKey(keyId, s.text()),
-                        new String[] {Base64.getEncoder().encodeToString(keyId), s.text()});
+                for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
+                    requests.putIfAbsent(pairKey(keyId, s.text()),
+                            new String[] {Base64.getEncoder().encodeToString(keyId), s.text()});
+                }
             }
         }
         Map<String, KeyState> states = new HashMap<>();
@@ -147,6 +156,38 @@ final class DecryptRecords implements RecordTransform {
         return states;
     }
 
+    /** Every subject key id a value was sealed under, without decrypting (empty: no envelope found). */
+    private List<byte[]> keyIds(SourceRecord record, SinkSettings.TopicPlan plan) {
+        byte[] value = record.value();
+        if (value == null) {
+            return List.of();
+        }
+        if (plan.fields().isEmpty()) {
+            if (value.length < PREFIX.length + KEY_ID || !startsWithPrefix(value)) {
+                return List.of();
+            }
+            return List.of(Arrays.copyOfRange(value, PREFIX.length, PREFIX.length + KEY_ID));
+        }
+        if (!DocumentReader.mayHoldEnvelopes(value)) {
+            return List.of();
+        }
+        List<byte[]> ids = new ArrayList<>();
+        try {
+            for (KeyRef ref : SealedFields.keyRefs(value, rules(record, plan))) {
+                if (ref instanceof SubjectKeyRef subjectRef) {
+                    ids.add(subjectRef.keyId());
+                }
+            }
+        } catch (EnvelopeException e) {
+            return List.of(); // a document that cannot be read needs no key: opening it names the reason
+        }
+        return ids;
+    }
+
+    private FieldRules rules(SourceRecord record, SinkSettings.TopicPlan plan) {
+        return fieldRules.computeIfAbsent(record.topic(), t -> new FieldRules(plan.fields()));
+    }
+
     private static boolean startsWithPrefix(byte[] value) {
         for (int i = 0; i < PREFIX.length; i++) {
             if (value[i] != PREFIX[i]) {
@@ -167,16 +208,26 @@ final class DecryptRecords implements RecordTransform {
         } catch (EnvelopeException e) {
             return fail(record, plan, describe(e));
         }
-        if (marker != ValueMode.WHOLE_VALUE) {
+        boolean fields = !plan.fields().isEmpty();
+        ValueMode mode = fields ? ValueMode.JSON_FIELDS : ValueMode.WHOLE_VALUE;
+        if (marker != mode) {
             if (marker != null) {
                 return fail(record, plan, "record is marked " + marker.name().toLowerCase(java.util.Locale.ROOT)
-                        .replace('_', '-') + " but the rule for this topic is mode 'value'");
+                        .replace('_', '-') + " but the rule for this topic is mode '" + (fields ? "fields" : "value")
+                        + "'");
             }
             if (decrypt.encryptedOnly()) {
                 return fail(record, plan, "record has no " + WireIds.RECORD_HEADER_NAME + " marker header; this "
                         + "reader accepts encrypted records only (a plaintext or downgraded record)");
             }
-            if (!(value.length >= MIN_ENVELOPE && startsWithPrefix(value))) {
+            boolean sealed;
+            try {
+                sealed = fields ? DocumentReader.mayHoldEnvelopes(value) && SealedFields.any(value, rules(record, plan))
+                        : value.length >= MIN_ENVELOPE && startsWithPrefix(value);
+            } catch (EnvelopeException e) {
+                return fail(record, plan, describe(e));
+            }
+            if (!sealed) {
                 return Verdict.written(record, plan.output(), value, withoutMarker(record.headers()),
                         Verdict.PASSTHROUGH);
             }
@@ -188,8 +239,11 @@ final class DecryptRecords implements RecordTransform {
         EncryptRecords.Subject s = (EncryptRecords.Subject) subject;
         byte[] plain;
         try {
-            plain = codec.decryptValue(value, ref -> dekFor(ref, s.text(), states),
-                    new RecordContext(plan.boundTopic(), s.bytes(), AadProfile.TOPIC), Map.of());
+            RecordContext ctx = new RecordContext(plan.boundTopic(), s.bytes(), AadProfile.TOPIC);
+            plain = fields
+                    ? fieldCodec.decrypt(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of(), OnErased.NULL,
+                            rules(record, plan))
+                    : codec.decryptValue(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of());
         } catch (NotOpened e) {
             if (PENDING.equals(e.outcome)) {
                 return pending(record, s.text(), now, plan);
