@@ -97,6 +97,26 @@ def test_engines_continue_each_other_mid_stream_without_loss_or_duplicates(
     assert len(ids) == 180
 
 
+#: The one part of a reason the engines word differently: a JSON parser's own diagnosis of text that is not
+#: JSON (CPython's ``json`` versus Jackson), after this prefix. Everything before it, and every other reason,
+#: is the same text on both engines.
+PARSER_DIAGNOSIS = "value is not JSON: "
+
+
+def _comparable(dead: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """Dead letters with the parser's diagnosis cut from their reason (see :data:`PARSER_DIAGNOSIS`)."""
+    out = []
+    for key, value, headers in dead:
+        kept = []
+        for name, raw in headers or []:
+            text = raw.decode() if name == "strongroom.dead-letter.reason" else None
+            if text is not None and PARSER_DIAGNOSIS in text:
+                raw = text[: text.index(PARSER_DIAGNOSIS) + len(PARSER_DIAGNOSIS)].encode()
+            kept.append((name, raw))
+        out.append((key, value, kept))
+    return out
+
+
 def _bad_records(limit: int) -> list[tuple[bytes | None, bytes | None]]:
     return [
         (b"alice", b"fine"),
@@ -325,7 +345,7 @@ def test_field_mode_bad_input_takes_the_same_outcome_on_both_engines(spark: Spar
         finally:
             job.close()
         written = env.read(out)
-        dead = [(m.key(), m.value(), dict(m.headers())) for m in env.read(dlq)]
+        dead = _comparable([(m.key(), m.value(), m.headers()) for m in env.read(dlq)])
         shape = [(m.key(), m.headers()[0], b"sr1:" in m.value(), b"@example.com" in m.value()) for m in written]
         # Each engine opens what it sealed: the JVM engine's field-mode decrypt against the Python engine's.
         dec = DecryptJob(spark, env.settings({"rules": [{**rule, "topic": out}]}, f"fields-dec-{engine}",
@@ -400,7 +420,7 @@ def test_field_mode_bad_encrypted_input_takes_the_same_outcome_on_both_engines(
         finally:
             dec.close()
         written = [(m.key(), m.value(), m.headers()) for m in env.read(out)]
-        dead = [(m.key(), m.value(), m.headers()) for m in env.read(dlq)]
+        dead = _comparable([(m.key(), m.value(), m.headers()) for m in env.read(dlq)])
         seen[engine] = (result.records, written, dead)
     python, jvm = seen[Engine.PYTHON], seen[Engine.JVM]
     assert python[0] == jvm[0], (python[0], jvm[0])
