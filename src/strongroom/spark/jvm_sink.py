@@ -19,9 +19,9 @@ drop) are resolved here, on the driver, into plain values per source topic, so b
 same words. The settings carry no key: the tasks ask the driver's key service (pinned TLS and token,
 :mod:`strongroom.spark.keyservice`) once per chunk of records, exactly as the Python tasks do.
 
-It runs the encrypt pipeline (whole values and JSON fields, the subject from the key or a header) and
-the decrypt pipeline (Kafka output, whole values); anything else is refused before the query starts
-(:func:`unsupported`), naming ``--engine python``.
+It runs the encrypt and decrypt pipelines (Kafka output; whole values and JSON fields; the subject from
+the key, a header or a JSON path); anything else is refused before the query starts (:func:`unsupported`),
+naming ``--engine python``.
 """
 
 from __future__ import annotations
@@ -47,19 +47,17 @@ CHUNK_ROWS = 50_000
 _ENGINE_HINT = "run with --engine python (engine='python'), which supports every rule"
 
 
-def unsupported(rules: EncryptionRules, kind: str) -> str | None:
-    """Why the JVM engine cannot run this pipeline yet, or None when it can."""
+def unsupported(kind: str) -> str | None:
+    """Why the JVM engine cannot run this pipeline, or None when it can (every rule and policy of the
+    encrypt and decrypt pipelines; their Parquet and console outputs stay on the Python engine)."""
     if kind not in ("encrypt", "decrypt"):
         return f"the JVM engine does not run the {kind} pipeline"
-    for rule in rules.rules:
-        if rule.subject.source == "json":
-            return f"the JVM engine does not read the subject from a JSON path yet (the rule for {rule.topic!r})"
     return None
 
 
-def require_jvm_engine(spark: SparkSession, rules: EncryptionRules, kind: str) -> None:
+def require_jvm_engine(spark: SparkSession, kind: str) -> None:
     """Refuse a pipeline the JVM engine cannot run, or a session without the data-plane jar."""
-    problem = unsupported(rules, kind)
+    problem = unsupported(kind)
     if problem is not None:
         raise ConfigError(problem, hint=_ENGINE_HINT)
     from strongroom.spark.dataplane import require_dataplane_jar
@@ -170,6 +168,7 @@ def _topic_plan(rules: EncryptionRules, topic: str, output: str, *, bound: str |
         "output": output,
         "subject_source": rule.subject.source,
         "subject_header": rule.subject.header or "",
+        "subject_path": rule.subject.path or "",
         "subject_where": rule.subject.describe(),
         "max_subject_bytes": MAX_SUBJECT_BYTES,
         "profile": "portable" if rule.aad_profile == "portable" else "topic",

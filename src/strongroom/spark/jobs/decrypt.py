@@ -121,7 +121,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
         from strongroom.kms.registry import kms_from_config
 
         if settings.engine == Engine.JVM and output == DecryptOutput.KAFKA:
-            require_jvm_engine(spark, settings.rules, self.kind)  # before anything is opened
+            require_jvm_engine(spark, self.kind)  # before anything is opened
         if output == "parquet" and not output_path:
             raise PipelineError("decrypting to Parquet needs an output path", hint="pass --output-path")
         if on_failure == "dead-letter" and not settings.dead_letter_topic:

@@ -72,7 +72,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
         from strongroom.kms.registry import kms_from_config
 
         if settings.engine == Engine.JVM:
-            require_jvm_engine(spark, settings.rules, self.kind)  # before anything is opened
+            require_jvm_engine(spark, self.kind)  # before anything is opened
         self.spark = spark
         self.settings = settings
         self.kms = kms or kms_from_config(settings.kms)

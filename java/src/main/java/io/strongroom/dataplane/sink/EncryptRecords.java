@@ -12,6 +12,7 @@ import io.strongroom.dataplane.codec.SubjectKeyRef;
 import io.strongroom.dataplane.codec.Utf8;
 import io.strongroom.dataplane.codec.ValueMode;
 import io.strongroom.dataplane.codec.WireIds;
+import io.strongroom.dataplane.json.DocumentReader;
 import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.keys.KeyServiceClient;
@@ -100,6 +101,9 @@ final class EncryptRecords implements RecordTransform {
     /** The subject per the rule ({@code subject_of} in {@code clients/records.py}), or the reason there is none. */
     static Object subjectOf(SinkSettings.TopicPlan plan, SourceRecord record) {
         byte[] raw = null;
+        if ("json".equals(plan.subjectSource())) {
+            return jsonSubject(plan, record.value());
+        }
         if ("key".equals(plan.subjectSource())) {
             raw = record.key();
         } else {
@@ -114,11 +118,57 @@ final class EncryptRecords implements RecordTransform {
         if (raw == null || raw.length == 0) {
             return "no subject (" + where + " is missing or empty)";
         }
+        return checked(plan, raw);
+    }
+
+    private static Object checked(SinkSettings.TopicPlan plan, byte[] raw) {
+        String where = plan.subjectWhere();
         if (raw.length > plan.maxSubjectBytes()) {
             return "no subject (" + where + " is " + raw.length + " bytes, more than " + plan.maxSubjectBytes() + ")";
         }
         String text = Utf8.decodeOrNull(raw);
         return text == null ? "no subject (" + where + " is not UTF-8 text)" : new Subject(text, raw);
+    }
+
+    /** The subject at the rule's dotted JSON path ({@code _json_subject} in {@code clients/records.py}). */
+    private static Object jsonSubject(SinkSettings.TopicPlan plan, byte[] value) {
+        String where = plan.subjectWhere();
+        String missing = "no subject (" + where + " is missing or empty)";
+        if (value == null) {
+            return missing;
+        }
+        Object node;
+        try {
+            node = DocumentReader.load(value);
+        } catch (EnvelopeException e) {
+            return "no subject (" + where + " is missing: the value is not a JSON object)";
+        }
+        for (String step : plan.subjectPath().substring(2).split("\\.", -1)) {
+            if (!(node instanceof Map<?, ?> object) || !object.containsKey(step)) {
+                return missing;
+            }
+            node = object.get(step);
+        }
+        String text;
+        if (node instanceof String string) {
+            text = string;
+        } else if (node instanceof Boolean bool) {
+            text = bool ? "true" : "false";
+        } else if (node instanceof Double number) {
+            text = Double.toString(number); // what Spark's get_json_object prints (java_double_text in Python)
+        } else if (node instanceof Number number) {
+            text = number.toString();
+        } else {
+            String kind = node == null ? "null" : node instanceof Map<?, ?> ? "dict" : "list";
+            return "no subject (" + where + " is a JSON " + kind + ", not a string or number)";
+        }
+        if (text.isEmpty()) {
+            return missing;
+        }
+        if (Utf8.hasLoneSurrogate(text)) {
+            return "no subject (" + where + " is not valid Unicode text)";
+        }
+        return checked(plan, text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     }
 
     private Map<String, SubjectKey> keysFor(TreeSet<String> subjects) {

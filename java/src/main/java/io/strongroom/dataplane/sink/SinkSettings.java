@@ -41,7 +41,7 @@ public record SinkSettings(
      */
     public record TopicPlan(String output, String subjectSource, String subjectHeader, String subjectWhere,
             int maxSubjectBytes, AadProfile profile, boolean deadLetter, String boundTopic, int ruleIndex,
-            List<String> fields) {
+            List<String> fields, String subjectPath) {
     }
 
     /** The decrypt pipeline's policies: on_failure (fail, dead-letter, skip), erased (drop, mark), the pending
@@ -75,7 +75,8 @@ public record SinkSettings(
                     t.path("max_subject_bytes").asInt(), "portable".equals(t.path("profile").asText())
                             ? AadProfile.PORTABLE : AadProfile.TOPIC,
                     t.path("dead_letter").asBoolean(false), t.path("bound_topic").asText(e.getKey()),
-                    t.path("rule_index").asInt(0), texts(t.path("fields"))));
+                    t.path("rule_index").asInt(0), texts(t.path("fields")),
+                    t.path("subject_path").asText("")));
         });
         JsonNode d = root.path("decrypt");
         DecryptPlan decrypt = d.isMissingNode() || d.isNull() ? null
