@@ -206,8 +206,8 @@ pipeline_options = grouped(
             type=click.Choice(["python", "jvm"]),
             default="python",
             show_default=True,
-            help="Where the exactly-once Kafka writer runs: Python workers, or the executor JVM (whole-value "
-            'encrypt only so far; needs `make dataplane`). See docs/pipelines.md, "Engines".',
+            help="Where the exactly-once Kafka writer runs: Python workers, or the executor JVM (needs the "
+            'data-plane jar, `make dataplane`). See docs/pipelines.md, "Engines".',
         ),
         spark_options,
     ],
