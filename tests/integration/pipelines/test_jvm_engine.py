@@ -242,6 +242,103 @@ def test_json_path_subjects_are_read_alike_by_both_engines(spark: SparkSession, 
     assert python[2] == 4
 
 
+def _decrypt(env: Any, spark: SparkSession, topic: str, engine: Engine, **options: Any) -> Any:
+    name = f"dec-{engine}-{options.get('output_topic', 'default')}"
+    dlq = options.pop("dead_letter_topic", None)
+    settings = env.settings({"rules": [{"topic": topic}]}, name, app_id=name, engine=engine, dead_letter_topic=dlq)
+    job = DecryptJob(spark, settings, **options)
+    try:
+        return job.run()
+    finally:
+        job.close()
+
+
+@pytest.mark.parametrize("sealed_by", [Engine.PYTHON, Engine.JVM])
+def test_the_jvm_engine_opens_what_either_engine_sealed(
+    spark: SparkSession, pipeline_env: Any, sealed_by: Engine
+) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=2)
+    events = env.produce_events(topic, 60, customers=6)
+    job = EncryptJob(spark, env.settings({"rules": [{"topic": topic}]}, "enc", engine=sealed_by))
+    try:
+        assert job.run().records == {"ok": 60}
+    finally:
+        job.close()
+    result = _decrypt(env, spark, f"{topic}.enc", Engine.JVM)
+    assert result.records == {"ok": 60}
+    opened = env.read(f"{topic}.decrypted")
+    assert sorted(json.loads(m.value())["event_id"] for m in opened) == sorted(e["event_id"] for e in events)
+    for msg in opened:
+        assert ("source", b"test") in msg.headers()
+        assert all(name != "strongroom.enc" for name, _ in msg.headers()), "the marker is removed"
+
+
+def _hostile_encrypted(env: Any, spark: SparkSession) -> str:
+    """An encrypted topic with good records, an erased subject's and every kind of bad one."""
+    source = env.new_topic(partitions=1)
+    env.produce_raw(source, [(b"alice", b"a1"), (b"bob", b"b1"), (b"carol", b"c1"), (b"alice", b"a2")])
+    job = EncryptJob(spark, env.settings({"rules": [{"topic": source}]}, "hostile-enc"))
+    try:
+        job.run()
+    finally:
+        job.close()
+    sealed = env.read(f"{source}.enc")
+    alice, bob, carol = sealed[0], sealed[1], sealed[2]
+    marker = ("strongroom.enc", b"\x01\x01")
+    tampered = bytearray(bob.value())
+    tampered[-1] ^= 0x01
+    unknown_key = bob.value()[:4] + b"\x42" * 16 + bob.value()[20:]
+    target = env.new_topic(partitions=1)
+    producer = Producer(env.client.producer())
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = [
+        (alice.key(), alice.value(), [marker]),  # opens
+        (b"mallory", alice.value(), [marker]),  # alice's key claimed by another subject: foreign or integrity
+        (bob.key(), bytes(tampered), [marker]),  # altered
+        (bob.key(), unknown_key, [marker]),  # a key id nobody has: pending
+        (carol.key(), carol.value(), [marker]),  # carol is erased below
+        (b"dave", b"plaintext without the marker", []),  # encrypted-only refuses it
+        (b"dave", b"marked as fields", [("strongroom.enc", b"\x01\x02")]),  # the other mode
+        (b"dave", b"bad marker", [("strongroom.enc", b"\x01\x01\x01")]),  # not 2 bytes
+        (None, alice.value(), [marker]),  # no subject
+        (b"\xff", alice.value(), [marker]),  # subject not UTF-8
+        (bob.key(), b"\xf5\x01\x01\x01short", [marker]),  # truncated envelope
+        (bob.key(), None, [marker]),  # tombstone
+        (bob.key(), bob.value(), [marker, ("kept", b"yes")]),  # opens, other headers kept
+    ]
+    for key, value, headers in records:
+        producer.produce(target, key=key, value=value, headers=headers)
+    assert producer.flush(30) == 0
+    erase(env.client, ["carol"], reason="test", topic=env.keys_topic)
+    return target
+
+
+def test_bad_encrypted_input_takes_the_same_outcome_on_both_engines(spark: SparkSession, pipeline_env: Any) -> None:
+    env = pipeline_env
+    topic = _hostile_encrypted(env, spark)
+    seen: dict[Engine, Any] = {}
+    for engine in (Engine.PYTHON, Engine.JVM):
+        out, dlq = env.new_topic(partitions=1), env.new_topic(partitions=1)
+        result = _decrypt(
+            env, spark, topic, engine, output_topic=out, on_failure="dead-letter", erased="mark", dead_letter_topic=dlq
+        )
+        written = [(m.key(), m.value(), m.headers()) for m in env.read(out)]
+        dead = [(m.key(), m.value(), m.headers()) for m in env.read(dlq)]
+        seen[engine] = (result.records, written, dead)
+    python, jvm = seen[Engine.PYTHON], seen[Engine.JVM]
+    assert python[0] == jvm[0], (python[0], jvm[0])
+    assert python[1] == jvm[1], "the same records reach the output, opened alike"
+    assert python[2] == jvm[2], "the same records reach the dead-letter topic, with the same reasons"
+    assert {k: jvm[0][k] for k in ("ok", "erased", "passthrough", "pending")} == {
+        "ok": 2, "erased": 1, "passthrough": 1, "pending": 1,
+    }  # fmt: skip
+    reasons = [dict(h)["strongroom.dead-letter.reason"].decode() for _, _, h in jvm[2]]
+    assert len(reasons) == jvm[0]["failed"]
+    assert any("IntegrityError" in r for r in reasons)
+    assert any("marker header; this reader accepts encrypted records only" in r for r in reasons)
+    assert any("cannot find the subject to decrypt with" in r for r in reasons)
+
+
 FIELD_INPUTS: list[tuple[bytes | None, bytes | None]] = [
     (b"alice", b'{"email":"alice@example.com","order":1}'),  # sealed
     (b"alice", b'{"order":2}'),  # no rule field: written unchanged (marked)
