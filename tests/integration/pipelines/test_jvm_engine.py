@@ -274,8 +274,9 @@ def test_the_jvm_engine_opens_what_either_engine_sealed(
         assert all(name != "strongroom.enc" for name, _ in msg.headers()), "the marker is removed"
 
 
-def _hostile_encrypted(env: Any, spark: SparkSession) -> str:
-    """An encrypted topic with good records, an erased subject's and every kind of bad one."""
+def _hostile_encrypted(env: Any, spark: SparkSession) -> tuple[str, str]:
+    """An encrypted topic with good records, an erased subject's and every kind of bad one; returns it and
+    the topic its ciphertext is bound to (the records are copies: the decrypt maps one to the other)."""
     source = env.new_topic(partitions=1)
     env.produce_raw(source, [(b"alice", b"a1"), (b"bob", b"b1"), (b"carol", b"c1"), (b"alice", b"a2")])
     job = EncryptJob(spark, env.settings({"rules": [{"topic": source}]}, "hostile-enc"))
@@ -310,18 +311,17 @@ def _hostile_encrypted(env: Any, spark: SparkSession) -> str:
         producer.produce(target, key=key, value=value, headers=headers)
     assert producer.flush(30) == 0
     erase(env.client, ["carol"], reason="test", topic=env.keys_topic)
-    return target
+    return target, f"{source}.enc"
 
 
 def test_bad_encrypted_input_takes_the_same_outcome_on_both_engines(spark: SparkSession, pipeline_env: Any) -> None:
     env = pipeline_env
-    topic = _hostile_encrypted(env, spark)
+    topic, bound = _hostile_encrypted(env, spark)
     seen: dict[Engine, Any] = {}
     for engine in (Engine.PYTHON, Engine.JVM):
         out, dlq = env.new_topic(partitions=1), env.new_topic(partitions=1)
-        result = _decrypt(
-            env, spark, topic, engine, output_topic=out, on_failure="dead-letter", erased="mark", dead_letter_topic=dlq
-        )
+        result = _decrypt(env, spark, topic, engine, output_topic=out, on_failure="dead-letter", erased="mark",
+                          dead_letter_topic=dlq, topic_map={topic: bound})  # fmt: skip
         written = [(m.key(), m.value(), m.headers()) for m in env.read(out)]
         dead = [(m.key(), m.value(), m.headers()) for m in env.read(dlq)]
         seen[engine] = (result.records, written, dead)
@@ -446,7 +446,10 @@ def test_field_mode_bad_encrypted_input_takes_the_same_outcome_on_both_engines(
         name = f"hostile-fields-dec-{engine}"
         settings = env.settings({"rules": [{**rule, "topic": target}]}, name, app_id=name, engine=engine,
                                 dead_letter_topic=dlq)  # fmt: skip
-        dec = DecryptJob(spark, settings, output_topic=out, on_failure="dead-letter")
+        # The records are copies of what was sealed for {source}.enc: the decrypt binds them to it.
+        dec = DecryptJob(
+            spark, settings, output_topic=out, on_failure="dead-letter", topic_map={target: f"{source}.enc"}
+        )
         try:
             result = dec.run()
         finally:
