@@ -86,3 +86,10 @@ class ErasureFailOn(StrEnum):
 
     PENDING = "pending"  # any erasure not verified yet
     OVERDUE = "overdue"  # an erasure past the deadline the keys topic's configs promise
+
+
+class Engine(StrEnum):
+    """Where a pipeline's exactly-once Kafka writer runs (docs/pipelines.md, "Engines")."""
+
+    PYTHON = "python"  # Arrow batches to a Python worker: the row transforms and confluent-kafka
+    JVM = "jvm"  # in the executor JVM: the data plane's writer (java/, io.strongroom.dataplane.sink)

@@ -132,6 +132,7 @@ class PipelineOptions:
     max_offsets_per_trigger: int | None
     on_input_gap: str
     allow_unencrypted_spark_channel: bool
+    engine: str
     spark_master: str | None
     spark_conf: tuple[str, ...]
     metrics_port: int | None
@@ -139,6 +140,7 @@ class PipelineOptions:
 
     def settings(self, kind: str, rules: EncryptionRules) -> PipelineSettings:
         """PipelineSettings from the options every pipeline command shares."""
+        from strongroom.policies import Engine
         from strongroom.spark.jobs.common import InputGapPolicy, PipelineSettings
 
         client = client_config(self.bootstrap, self.command_config)
@@ -156,6 +158,7 @@ class PipelineOptions:
             trigger_seconds=self.trigger_seconds if self.continuous else None,
             on_input_gap=InputGapPolicy(self.on_input_gap),
             allow_unencrypted_spark_channel=self.allow_unencrypted_spark_channel,
+            engine=Engine(self.engine),
         )
 
     def kms(self) -> dict[str, Any]:
@@ -207,6 +210,14 @@ pipeline_options = grouped(
             is_flag=True,
             help="Run on a cluster without spark.authenticate and spark.network.crypto.enabled (the key "
             "service's token then crosses the network in clear; refused by default).",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["python", "jvm"]),
+            default="python",
+            show_default=True,
+            help="Where the exactly-once Kafka writer runs: Python workers, or the executor JVM (needs the "
+            'data-plane jar, `make dataplane`). See docs/pipelines.md, "Engines".',
         ),
         spark_options,
         click.option(

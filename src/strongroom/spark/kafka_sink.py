@@ -256,6 +256,10 @@ SOURCE_COLUMNS = ("src_topic", "src_partition", "src_offset", "key", "value", "h
 RowTransform = Callable[[dict[str, list[Any]]], dict[str, list[Any]]]
 
 
+#: One attempt of a write by an engine: runs the write tasks over the plan (one per source partition) and
+#: returns their summaries, typed; raises what a task raised (a fatal row carries :data:`FATAL_MARK`).
+WriteTasks = Callable[["DataFrame"], list[PartitionSummary]]
+
 #: Spark schema of sink rows (:data:`SINK_COLUMNS`).
 SINK_SCHEMA = (
     "src_topic string, src_partition int, src_offset long, emit boolean, topic string, key binary, value binary, "
@@ -479,11 +483,14 @@ def write_exactly_once(
     transform: RowTransform | None = None,
     *,
     one_task_per_partition: bool = False,
+    tasks: WriteTasks | None = None,
 ) -> list[PartitionSummary]:
     """Write ``df`` exactly once; returns one :class:`PartitionSummary` per source partition.
 
     ``df`` holds sink rows (:data:`SINK_COLUMNS`), or source rows (:data:`SOURCE_COLUMNS`) when a
-    ``transform`` turns them into sink rows in the executors.
+    ``transform`` turns them into sink rows in the executors, or when ``tasks`` (another engine's write
+    tasks, :mod:`strongroom.spark.jvm_sink`) transform and write them: it runs over the plan and returns
+    the tasks' summaries; everything around it (the plan, the split checks, the retries) is this function's.
 
     Each source partition's rows must reach one task, in offset order: two tasks with one partition's
     rows would share its transactional id and fence each other, and a retry would skip rows below the
@@ -497,16 +504,15 @@ def write_exactly_once(
     """
     from pyspark.errors import AnalysisException
 
-    writer = make_partition_writer(config, transform)
+    plan = _write_plan(df, transform is not None or tasks is not None, one_task_per_partition)
+    if tasks is None:
+        tasks = _python_tasks(make_partition_writer(config, transform))
     deadline = time.monotonic() + config.retry_deadline_s
-    plan = _write_plan(df, transform, one_task_per_partition)
     attempt = 0
     while True:
         attempt += 1
         try:
-            rows = plan.mapInArrow(writer, SUMMARY_SCHEMA).collect()
-            # Where the driver receives the tasks' plain summary rows: typed from here on.
-            summaries = [PartitionSummary.from_row(r.asDict()) for r in rows]
+            summaries = tasks(plan)
             _check_one_task_per_partition(summaries)
             return summaries
         except AnalysisException:
@@ -522,10 +528,21 @@ def write_exactly_once(
             _back_off(attempt, exc)
 
 
-def _write_plan(df: DataFrame, transform: RowTransform | None, one_task_per_partition: bool) -> DataFrame:
+def _python_tasks(writer: Any) -> WriteTasks:
+    """The Python engine's write tasks: ``writer`` over the plan's Arrow batches (``mapInArrow``)."""
+
+    def run(plan: DataFrame) -> list[PartitionSummary]:
+        rows = plan.mapInArrow(writer, SUMMARY_SCHEMA).collect()
+        # Where the driver receives the tasks' plain summary rows: typed from here on.
+        return [PartitionSummary.from_row(r.asDict()) for r in rows]
+
+    return run
+
+
+def _write_plan(df: DataFrame, source_rows: bool, one_task_per_partition: bool) -> DataFrame:
     """The frame the write runs over: its sink (or source) columns, each source partition in one task
     in offset order unless the caller promises that already."""
-    plan = df.select(*(SINK_COLUMNS if transform is None else SOURCE_COLUMNS))  # a malformed frame fails here
+    plan = df.select(*(SOURCE_COLUMNS if source_rows else SINK_COLUMNS))  # a malformed frame fails here
     if not one_task_per_partition:
         plan = plan.repartition("src_topic", "src_partition").sortWithinPartitions(
             "src_topic", "src_partition", "src_offset"

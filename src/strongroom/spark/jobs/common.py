@@ -20,10 +20,17 @@ from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.kafka.transport import log_starts, new_admin, topic_partitions
+from strongroom.policies import Engine
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_progress
 from strongroom.spark.jobs.results import InputGaps, PipelineResult
-from strongroom.spark.kafka_sink import PartitionSummary, RowTransform, TransactionalSinkConfig, write_exactly_once
+from strongroom.spark.kafka_sink import (
+    PartitionSummary,
+    RowTransform,
+    TransactionalSinkConfig,
+    WriteTasks,
+    write_exactly_once,
+)
 from strongroom.spark.session import jvm_log
 
 if TYPE_CHECKING:
@@ -80,6 +87,8 @@ class PipelineSettings:
     #: Run on a cluster whose driver-executor channel is not authenticated and encrypted (it carries the
     #: key service's token): refused unless set (docs/pipelines.md, "Running on a cluster").
     allow_unencrypted_spark_channel: bool = False
+    #: Where the exactly-once Kafka writer runs: the Python workers, or the executor JVM (docs/pipelines.md).
+    engine: Engine = Engine.PYTHON
 
     @property
     def client(self) -> ClientConfig:
@@ -353,14 +362,17 @@ class StreamingJob(Generic[ResultT]):
     def _watch_parts(self, metrics: Metrics) -> None:
         """Register the samplers of what the job holds (its key table, its KMS)."""
 
-    def write_batch(self, frame: DataFrame, transform: RowTransform | None = None) -> list[PartitionSummary]:
+    def write_batch(
+        self, frame: DataFrame, transform: RowTransform | None = None, tasks: WriteTasks | None = None
+    ) -> list[PartitionSummary]:
         """Write one micro-batch exactly once (the Kafka source gives one task per partition), count it,
-        and check it for input that aged out before it was read. When the write stops (a fatal record, a
-        transform that failed), the transactions other tasks left open are aborted at once, so readers
-        of the output are not held back until ``transaction.timeout.ms``."""
+        and check it for input that aged out before it was read; ``tasks`` runs the write in another engine
+        (:mod:`strongroom.spark.jvm_sink`). When the write stops (a fatal record, a transform that failed),
+        the transactions other tasks left open are aborted at once, so readers of the output are not held
+        back until ``transaction.timeout.ms``."""
         try:
             with self.counters.phase("write"):
-                summaries = write_exactly_once(frame, self.sink, transform, one_task_per_partition=True)
+                summaries = write_exactly_once(frame, self.sink, transform, one_task_per_partition=True, tasks=tasks)
         except PipelineError:
             self.abort_open_transactions()
             raise

@@ -44,7 +44,7 @@ from strongroom.kafka.transport import committed
 from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
-from strongroom.policies import OnErasedRecord, OnFailure
+from strongroom.policies import Engine, OnErasedRecord, OnFailure
 from strongroom.spark.dataframes import LOST_KEY_REASON, classify_key
 from strongroom.spark.jobs.common import (
     Counters,
@@ -60,6 +60,7 @@ from strongroom.spark.jobs.common import (
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
 from strongroom.spark.jobs.results import DecryptResult
+from strongroom.spark.jvm_sink import DecryptPolicies, decrypt_settings, jvm_tasks, require_jvm_engine
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
@@ -122,6 +123,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         from strongroom.keys.table import KeyTable
         from strongroom.kms.registry import kms_from_config
 
+        if settings.engine == Engine.JVM and output == DecryptOutput.KAFKA:
+            require_jvm_engine(spark, self.kind)  # before anything is opened
         if output == "parquet" and not output_path:
             raise PipelineError("decrypting to Parquet needs an output path", hint="pass --output-path")
         if on_failure == "dead-letter" and not settings.dead_letter_topic:
@@ -232,7 +235,10 @@ class DecryptJob(StreamingJob[DecryptResult]):
             if self.output == "kafka":
                 topics = matching_topics(self.topics, self.settings.rules)
                 ensure_topics(self.topics, [(t, self.output_topic_for(t)) for t in topics])
-                self.write_batch(source_rows(batch), self._transform())
+                if self.settings.engine == Engine.JVM:
+                    self.write_batch(source_rows(batch), tasks=jvm_tasks(self.spark, self._jvm_settings(topics)))
+                else:
+                    self.write_batch(source_rows(batch), self._transform())
             else:
                 self._process_files(batch, batch_id)
         except PipelineError as exc:
@@ -290,6 +296,17 @@ class DecryptJob(StreamingJob[DecryptResult]):
         return DecryptRows(
             self.settings.rules, self.service.client_spec(), self.output_topic_template, self.on_failure,
             self.erased, self.pending.topic, self.topic_map, self.settings.dead_letter_topic, self.encrypted_only,
+        )  # fmt: skip
+
+    def _jvm_settings(self, topics: list[str]) -> str:
+        """The JVM engine's settings for one batch: :meth:`_transform`'s decisions as plain values."""
+        policies = DecryptPolicies(
+            self.on_failure, self.erased, self.pending.topic, self.topic_map, self.encrypted_only
+        )
+        outputs = {t: self.output_topic_for(t) for t in topics}
+        return decrypt_settings(
+            self.sink, self.settings.rules, outputs, policies, self.settings.dead_letter_topic,
+            self.service.client_spec(),
         )  # fmt: skip
 
     def _write_files(self, rows: DataFrame, batch_id: int, done: dict[tuple[str, int], int]) -> None:

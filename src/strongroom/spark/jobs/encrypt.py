@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
+from strongroom.policies import Engine
 from strongroom.spark.dataframes import encrypt_key_rows
 from strongroom.spark.jobs.common import (
     Counters,
@@ -43,6 +44,7 @@ from strongroom.spark.jobs.common import (
     wait_out_kms_outage,
 )
 from strongroom.spark.jobs.results import EncryptResult
+from strongroom.spark.jvm_sink import encrypt_settings, jvm_tasks, require_jvm_engine
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
 
@@ -72,6 +74,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
         from strongroom.keys.manager import KeyManager
         from strongroom.kms.registry import kms_from_config
 
+        if settings.engine == Engine.JVM:
+            require_jvm_engine(spark, self.kind)  # before anything is opened
         self.spark = spark
         self.settings = settings
         self.kms = kms or kms_from_config(settings.kms)
@@ -128,8 +132,11 @@ class EncryptJob(StreamingJob[EncryptResult]):
         if dlq:
             ensure_topics(self.topics, [(next(iter(outputs), dlq), dlq)])
         limits = {out: self.topics.max_value_bytes(out) for out in set(outputs.values())}
-        transform = EncryptRows(rules, self.service.client_spec(), limits, dlq)
-        self.write_batch(source_rows(batch), transform)
+        if self.settings.engine == Engine.JVM:
+            document = encrypt_settings(self.sink, rules, outputs, limits, dlq, self.service.client_spec())
+            self.write_batch(source_rows(batch), tasks=jvm_tasks(self.spark, document))
+        else:
+            self.write_batch(source_rows(batch), EncryptRows(rules, self.service.client_spec(), limits, dlq))
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
 

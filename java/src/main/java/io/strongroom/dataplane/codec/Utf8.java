@@ -27,6 +27,17 @@ public final class Utf8 {
         }
     }
 
+    /** Where the first byte that is not UTF-8 is (Python's {@code UnicodeDecodeError.start}); -1 if none. */
+    public static int firstBadByte(byte[] bytes) {
+        CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT);
+        ByteBuffer in = ByteBuffer.wrap(bytes);
+        java.nio.CharBuffer out = java.nio.CharBuffer.allocate(Math.max(16, bytes.length));
+        java.nio.charset.CoderResult result = decoder.decode(in, out, true);
+        return result.isError() ? in.position() : -1;
+    }
+
     /** True when {@code text} holds a UTF-16 surrogate that is not part of a pair (no UTF-8 form). */
     public static boolean hasLoneSurrogate(String text) {
         int length = text.length();

@@ -2,6 +2,7 @@ package io.strongroom.dataplane.json;
 
 import io.strongroom.dataplane.codec.EnvelopeException;
 import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.Hex;
 import io.strongroom.dataplane.codec.Utf8;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
@@ -22,14 +23,15 @@ public final class DocumentReader {
     public static Map<String, Object> load(byte[] raw) {
         String text = Utf8.decodeOrNull(raw);
         if (text == null) {
-            throw notJson("value is not UTF-8");
+            throw notJson("value is not UTF-8 (bad byte at offset " + Utf8.firstBadByte(raw) + ")");
         }
         Object document;
         try {
             document = StrictJson.parse(text);
         } catch (InvalidJson e) {
-            throw notJson(e.getMessage().startsWith("Duplicate field ")
-                    ? "value names a member twice in one object (readers disagree on which one counts): " + e.getMessage()
+            throw notJson(duplicateName(e.getMessage()) != null
+                    ? "value names the member " + Hex.show(duplicateName(e.getMessage()))
+                            + " twice in one object (readers disagree on which one counts)"
                     : "value is not JSON: " + e.getMessage());
         }
         if (!(document instanceof Map<?, ?>)) {
@@ -39,6 +41,15 @@ public final class DocumentReader {
             utf8(write(document));
         }
         return (Map<String, Object>) document;
+    }
+
+    /** The member name of Jackson's {@code Duplicate field 'name'} message, or null for any other message. */
+    private static String duplicateName(String message) {
+        String head = "Duplicate field '";
+        if (message.startsWith(head) && message.endsWith("'") && message.length() > head.length()) {
+            return message.substring(head.length(), message.length() - 1);
+        }
+        return null;
     }
 
     /** False only when no string of the document can start with {@code sr1:} (no prefix, no escape). */

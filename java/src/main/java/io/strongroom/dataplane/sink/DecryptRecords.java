@@ -1,0 +1,352 @@
+package io.strongroom.dataplane.sink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.strongroom.dataplane.codec.AadProfile;
+import io.strongroom.dataplane.codec.EnvelopeCodec;
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.KeyRef;
+import io.strongroom.dataplane.codec.RecordContext;
+import io.strongroom.dataplane.codec.RecordMarker;
+import io.strongroom.dataplane.codec.SubjectKeyRef;
+import io.strongroom.dataplane.codec.Utf8;
+import io.strongroom.dataplane.codec.ValueMode;
+import io.strongroom.dataplane.codec.WireIds;
+import io.strongroom.dataplane.json.DocumentReader;
+import io.strongroom.dataplane.json.FieldRules;
+import io.strongroom.dataplane.json.JsonFieldCodec;
+import io.strongroom.dataplane.json.OnErased;
+import io.strongroom.dataplane.json.SealedFields;
+import io.strongroom.dataplane.keys.KeyServiceClient;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Opens every whole value (or the rule's sealed JSON fields) of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
+ * {@code strongroom/spark/row_transforms.py} and {@code clients/sealing.py}: one key-service request per
+ * chunk for every (key id, subject) the chunk's records were sealed under, then per record the same
+ * outcomes (opened, passed through, erased, pending, failed) with the same reasons, routed by the same
+ * policies (erased: drop or mark; failed: fail, dead-letter or skip; pending: the pending topic).
+ */
+final class DecryptRecords implements RecordTransform {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final byte[] PREFIX = {(byte) 0xF5, 0x01, 0x01, 0x01};
+    private static final int KEY_ID = WireIds.SUBJECT_KEY_ID_SIZE;
+    private static final int MIN_ENVELOPE = PREFIX.length + KEY_ID + 1 + 12 + WireIds.TAG_SIZE;
+    static final String FAILED = "failed";
+    static final String ERASED = "erased";
+    static final String PENDING = "pending";
+
+    private final SinkSettings settings;
+    private final SinkSettings.DecryptPlan decrypt;
+    private final KeyServiceClient service;
+    private final EnvelopeCodec codec = EnvelopeCodec.withDrbg();
+    private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
+    /** The compiled field paths per source topic (field-mode rules only). */
+    private final Map<String, FieldRules> fieldRules = new HashMap<>();
+
+    DecryptRecords(SinkSettings settings, KeyServiceClient service) {
+        this.settings = settings;
+        this.decrypt = settings.decrypt();
+        this.service = service;
+    }
+
+    /** The driver's answer for one key: its state, the DEK when available, the reason when lost or foreign. */
+    private record KeyState(String state, byte[] dek, String reason) {
+    }
+
+    /** Why a record is not opened: the reason (and whether it is a pending key, not a failure). */
+    private static final class NotOpened extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        final String outcome;
+
+        NotOpened(String outcome, String reason) {
+            super(reason, null, false, false);
+            this.outcome = outcome;
+        }
+    }
+
+    @Override
+    public List<Verdict> apply(List<SourceRecord> records) {
+        Map<String, KeyState> states = keyStates(records);
+        try {
+            long now = System.currentTimeMillis();
+            List<Verdict> verdicts = new ArrayList<>(records.size());
+            for (SourceRecord record : records) {
+                SinkSettings.TopicPlan plan = plan(record);
+                Verdict verdict;
+                try {
+                    verdict = open(record, plan, states, now);
+                } catch (RuntimeException e) {
+                    verdict = Verdict.notWritten(record, plan.output(), FAILED, TaskWriter.unexpected(record, e),
+                            true);
+                }
+                verdicts.add(verdict);
+            }
+            return verdicts;
+        } finally {
+            for (KeyState state : states.values()) {
+                if (state.dek() != null) {
+                    Arrays.fill(state.dek(), (byte) 0);
+                }
+            }
+        }
+    }
+
+    private SinkSettings.TopicPlan plan(SourceRecord record) {
+        SinkSettings.TopicPlan plan = settings.topics().get(record.topic());
+        if (plan == null) {
+            throw new IllegalStateException("no rule was resolved for source topic " + record.topic()
+                    + " (the topic appeared after the batch was planned)");
+        }
+        return plan;
+    }
+
+    private static String pairKey(byte[] keyId, String subject) {
+        return Base64.getEncoder().encodeToString(keyId) + "\u0000" + subject;
+    }
+
+    /** Every (key id, subject) the chunk needs, asked once, in order; the driver's answer per pair. */
+    private Map<String, KeyState> keyStates(List<SourceRecord> records) {
+        Map<String, String[]> requests = new LinkedHashMap<>();
+        for (SourceRecord record : records) {
+            List<byte[]> keyIds = keyIds(record, plan(record));
+            if (keyIds.isEmpty()) {
+                continue;
+            }
+            Object subject = EncryptRecords.subjectOf(plan(record), record);
+            if (subject instanceof EncryptRecords.Subject s) {
+                for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
+                    requests.putIfAbsent(pairKey(keyId, s.text()),
+                            new String[] {Base64.getEncoder().encodeToString(keyId), s.text()});
+                }
+            }
+        }
+        Map<String, KeyState> states = new HashMap<>();
+        if (requests.isEmpty()) {
+            return states;
+        }
+        ObjectNode args = JSON.createObjectNode();
+        ArrayNode pairs = args.putArray("pairs");
+        for (String[] pair : requests.values()) {
+            pairs.addArray().add(pair[0]).add(pair[1]);
+        }
+        JsonNode answer = service.call("decrypt_keys", args);
+        if (!answer.isArray() || answer.size() != requests.size()) {
+            throw new IllegalStateException("the key service answered " + answer.size() + " keys for "
+                    + requests.size() + " asked");
+        }
+        int i = 0;
+        for (String key : requests.keySet()) {
+            JsonNode entry = answer.get(i++);
+            JsonNode dek = entry.get(1);
+            JsonNode reason = entry.get(2);
+            states.put(key, new KeyState(entry.get(0).asText(),
+                    dek == null || dek.isNull() ? null : Base64.getDecoder().decode(dek.asText()),
+                    reason == null || reason.isNull() ? null : reason.asText()));
+        }
+        return states;
+    }
+
+    /** Every subject key id a value was sealed under, without decrypting (empty: no envelope found). */
+    private List<byte[]> keyIds(SourceRecord record, SinkSettings.TopicPlan plan) {
+        byte[] value = record.value();
+        if (value == null) {
+            return List.of();
+        }
+        if (plan.fields().isEmpty()) {
+            if (value.length < PREFIX.length + KEY_ID || !startsWithPrefix(value)) {
+                return List.of();
+            }
+            return List.of(Arrays.copyOfRange(value, PREFIX.length, PREFIX.length + KEY_ID));
+        }
+        if (!DocumentReader.mayHoldEnvelopes(value)) {
+            return List.of();
+        }
+        List<byte[]> ids = new ArrayList<>();
+        try {
+            for (KeyRef ref : SealedFields.keyRefs(value, rules(record, plan))) {
+                if (ref instanceof SubjectKeyRef subjectRef) {
+                    ids.add(subjectRef.keyId());
+                }
+            }
+        } catch (EnvelopeException e) {
+            return List.of(); // a document that cannot be read needs no key: opening it names the reason
+        }
+        return ids;
+    }
+
+    private FieldRules rules(SourceRecord record, SinkSettings.TopicPlan plan) {
+        return fieldRules.computeIfAbsent(record.topic(), t -> new FieldRules(plan.fields()));
+    }
+
+    private static boolean startsWithPrefix(byte[] value) {
+        for (int i = 0; i < PREFIX.length; i++) {
+            if (value[i] != PREFIX[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private Verdict open(SourceRecord record, SinkSettings.TopicPlan plan, Map<String, KeyState> states, long now) {
+        byte[] value = record.value();
+        if (value == null) {
+            return Verdict.written(record, plan.output(), null, withoutMarker(record.headers()), Verdict.PASSTHROUGH);
+        }
+        ValueMode marker;
+        try {
+            marker = marker(record.headers());
+        } catch (EnvelopeException e) {
+            return fail(record, plan, describe(e));
+        }
+        boolean fields = !plan.fields().isEmpty();
+        ValueMode mode = fields ? ValueMode.JSON_FIELDS : ValueMode.WHOLE_VALUE;
+        if (marker != mode) {
+            if (marker != null) {
+                return fail(record, plan, "record is marked " + marker.name().toLowerCase(java.util.Locale.ROOT)
+                        .replace('_', '-') + " but the rule for this topic is mode '" + (fields ? "fields" : "value")
+                        + "'");
+            }
+            if (decrypt.encryptedOnly()) {
+                return fail(record, plan, "record has no " + WireIds.RECORD_HEADER_NAME + " marker header; this "
+                        + "reader accepts encrypted records only (a plaintext or downgraded record)");
+            }
+            boolean sealed;
+            try {
+                sealed = fields ? DocumentReader.mayHoldEnvelopes(value) && SealedFields.any(value, rules(record, plan))
+                        : value.length >= MIN_ENVELOPE && startsWithPrefix(value);
+            } catch (EnvelopeException e) {
+                return fail(record, plan, describe(e));
+            }
+            if (!sealed) {
+                return Verdict.written(record, plan.output(), value, withoutMarker(record.headers()),
+                        Verdict.PASSTHROUGH);
+            }
+        }
+        Object subject = subjectForOpening(plan, record);
+        if (subject instanceof String reason) {
+            return fail(record, plan, "cannot find the subject to decrypt with: " + reason);
+        }
+        EncryptRecords.Subject s = (EncryptRecords.Subject) subject;
+        byte[] plain;
+        try {
+            RecordContext ctx = new RecordContext(plan.boundTopic(), s.bytes(), AadProfile.TOPIC);
+            plain = fields
+                    ? fieldCodec.decrypt(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of(), OnErased.NULL,
+                            rules(record, plan))
+                    : codec.decryptValue(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of());
+        } catch (NotOpened e) {
+            if (PENDING.equals(e.outcome)) {
+                return pending(record, s.text(), now, plan);
+            }
+            return fail(record, plan, e.getMessage());
+        } catch (EnvelopeException e) {
+            if (e.kind() == ErrorKind.SUBJECT_ERASED) {
+                return erased(record, plan);
+            }
+            return fail(record, plan, describe(e));
+        }
+        return Verdict.written(record, plan.output(), plain, withoutMarker(record.headers()), Verdict.OK);
+    }
+
+    /** The key of a record's envelope: the DEK, null when erased, or why the record cannot be opened. */
+    private static byte[] dekFor(KeyRef ref, String subject, Map<String, KeyState> states) {
+        if (!(ref instanceof SubjectKeyRef subjectRef)) {
+            throw new NotOpened(FAILED, "UnsupportedKeyRef: the record is sealed with " + ref + ", not a per-subject "
+                    + "key; the decrypting consumer reads subject-key envelopes only");
+        }
+        KeyState state = states.getOrDefault(pairKey(subjectRef.keyId(), subject), new KeyState(PENDING, null, null));
+        String hex = io.strongroom.dataplane.codec.Hex.of(subjectRef.keyId());
+        switch (state.state()) {
+            case "erased":
+                return null;
+            case "lost":
+                throw new NotOpened(FAILED, state.reason() != null ? state.reason()
+                        : "subject key " + hex + " cannot be unwrapped");
+            case "foreign":
+                throw new NotOpened(FAILED, "ForeignKey: " + (state.reason() != null ? state.reason()
+                        : "key " + hex + " belongs to another subject"));
+            case "available":
+                if (state.dek() != null) {
+                    return state.dek();
+                }
+                throw new NotOpened(PENDING, null);
+            default:
+                throw new NotOpened(PENDING, null);
+        }
+    }
+
+    /** The subject as {@code RuleCodec.open} takes it: the key itself when the rule says so and it decodes. */
+    private static Object subjectForOpening(SinkSettings.TopicPlan plan, SourceRecord record) {
+        byte[] key = record.key();
+        if ("key".equals(plan.subjectSource()) && key != null && key.length > 0 && key.length <= plan.maxSubjectBytes()) {
+            String text = Utf8.decodeOrNull(key);
+            if (text != null) {
+                return new EncryptRecords.Subject(text, key);
+            }
+        }
+        return EncryptRecords.subjectOf(plan, record);
+    }
+
+    private static ValueMode marker(List<SourceRecord.Header> headers) {
+        for (SourceRecord.Header h : headers) {
+            if (WireIds.RECORD_HEADER_NAME.equals(h.name())) {
+                return RecordMarker.parse(h.value());
+            }
+        }
+        return null;
+    }
+
+    private static List<SourceRecord.Header> withoutMarker(List<SourceRecord.Header> headers) {
+        List<SourceRecord.Header> kept = new ArrayList<>(headers.size());
+        for (SourceRecord.Header h : headers) {
+            if (!WireIds.RECORD_HEADER_NAME.equals(h.name())) {
+                kept.add(h);
+            }
+        }
+        return kept;
+    }
+
+    private static String describe(EnvelopeException e) {
+        return e.kind().pythonName() + ": " + e.problem();
+    }
+
+    private Verdict erased(SourceRecord record, SinkSettings.TopicPlan plan) {
+        if (!"mark".equals(decrypt.erased())) {
+            return Verdict.notWritten(record, plan.output(), ERASED, null, false);
+        }
+        List<SourceRecord.Header> headers = withoutMarker(record.headers());
+        headers.add(new SourceRecord.Header("strongroom.erased", new byte[] {'1'}));
+        return new Verdict(true, plan.output(), record.key(), null, headers, record.timestampMs(), ERASED, null,
+                false);
+    }
+
+    private Verdict pending(SourceRecord record, String subject, long now, SinkSettings.TopicPlan plan) {
+        List<SourceRecord.Header> headers = new ArrayList<>(record.headers());
+        headers.add(new SourceRecord.Header("strongroom.pending.subject", PartitionTxn.utf8(subject)));
+        headers.add(new SourceRecord.Header("strongroom.pending.source", PartitionTxn.utf8(record.source())));
+        headers.add(new SourceRecord.Header("strongroom.pending.since", PartitionTxn.utf8(Long.toString(now))));
+        headers.add(new SourceRecord.Header("strongroom.pending.timestamp",
+                PartitionTxn.utf8(record.timestampMs() == null ? "" : record.timestampMs().toString())));
+        headers.add(new SourceRecord.Header("strongroom.pending.rule", PartitionTxn.utf8(Integer.toString(plan.ruleIndex()))));
+        return new Verdict(true, decrypt.pendingTopic(), record.key(), record.value(), headers, record.timestampMs(),
+                PENDING, null, false);
+    }
+
+    private Verdict fail(SourceRecord record, SinkSettings.TopicPlan plan, String reason) {
+        if ("dead-letter".equals(decrypt.onFailure()) && settings.deadLetterTopic() != null) {
+            return DeadLetter.of(record, settings.deadLetterTopic(), FAILED, reason);
+        }
+        boolean stop = "fail".equals(decrypt.onFailure());
+        return Verdict.notWritten(record, plan.output(), FAILED, reason, stop);
+    }
+}

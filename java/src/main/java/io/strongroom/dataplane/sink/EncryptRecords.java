@@ -1,0 +1,252 @@
+package io.strongroom.dataplane.sink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.strongroom.dataplane.codec.EnvelopeCodec;
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.RecordContext;
+import io.strongroom.dataplane.codec.RecordMarker;
+import io.strongroom.dataplane.codec.SubjectKeyRef;
+import io.strongroom.dataplane.codec.Utf8;
+import io.strongroom.dataplane.codec.ValueMode;
+import io.strongroom.dataplane.codec.WireIds;
+import io.strongroom.dataplane.json.DocumentReader;
+import io.strongroom.dataplane.json.FieldRules;
+import io.strongroom.dataplane.json.JsonFieldCodec;
+import io.strongroom.dataplane.keys.KeyServiceClient;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+
+/**
+ * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
+ * {@code strongroom/spark/row_transforms.py}: the same order of decisions and the same reasons (subject
+ * missing, too large before or after sealing), one key-service request per chunk, the marker header
+ * first. The keys live in this object for one chunk only.
+ */
+final class EncryptRecords implements RecordTransform {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final SourceRecord.Header VALUE_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
+            RecordMarker.headerValue(ValueMode.WHOLE_VALUE));
+    private static final SourceRecord.Header FIELDS_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
+            RecordMarker.headerValue(ValueMode.JSON_FIELDS));
+
+    private final SinkSettings settings;
+    private final KeyServiceClient service;
+    private final EnvelopeCodec codec = EnvelopeCodec.withDrbg();
+    private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
+    /** The compiled field paths per source topic (field-mode rules only). */
+    private final Map<String, FieldRules> fieldRules = new HashMap<>();
+    private final Map<String, SubjectKeyRef> refs = new HashMap<>();
+
+    EncryptRecords(SinkSettings settings, KeyServiceClient service) {
+        this.settings = settings;
+        this.service = service;
+    }
+
+    /** A subject key as the service handed it out for one chunk (null: the post-erasure policy drops it). */
+    private record SubjectKey(byte[] keyId, byte[] dek) {
+    }
+
+    @Override
+    public List<Verdict> apply(List<SourceRecord> records) {
+        Object[] subjects = new Object[records.size()];
+        TreeSet<String> wanted = new TreeSet<>();
+        for (int i = 0; i < subjects.length; i++) {
+            SourceRecord record = records.get(i);
+            if (record.value() == null) {
+                continue;
+            }
+            Object subject = subjectOf(plan(record), record);
+            subjects[i] = subject;
+            if (subject instanceof Subject s) {
+                wanted.add(s.text());
+            }
+        }
+        Map<String, SubjectKey> keys = wanted.isEmpty() ? Map.of() : keysFor(wanted);
+        try {
+            List<Verdict> verdicts = new ArrayList<>(subjects.length);
+            for (int i = 0; i < subjects.length; i++) {
+                verdicts.add(verdict(records.get(i), subjects[i], keys));
+            }
+            return verdicts;
+        } finally {
+            for (SubjectKey key : keys.values()) {
+                if (key != null) {
+                    Arrays.fill(key.dek(), (byte) 0);
+                }
+            }
+        }
+    }
+
+    private SinkSettings.TopicPlan plan(SourceRecord record) {
+        SinkSettings.TopicPlan plan = settings.topics().get(record.topic());
+        if (plan == null) {
+            throw new IllegalStateException("no rule was resolved for source topic " + record.topic()
+                    + " (the topic appeared after the batch was planned)");
+        }
+        return plan;
+    }
+
+    /** A record's subject: its text and UTF-8 bytes. */
+    record Subject(String text, byte[] bytes) {
+    }
+
+    /** The subject per the rule ({@code subject_of} in {@code clients/records.py}), or the reason there is none. */
+    static Object subjectOf(SinkSettings.TopicPlan plan, SourceRecord record) {
+        byte[] raw = null;
+        if ("json".equals(plan.subjectSource())) {
+            return jsonSubject(plan, record.value());
+        }
+        if ("key".equals(plan.subjectSource())) {
+            raw = record.key();
+        } else {
+            for (SourceRecord.Header h : record.headers()) {
+                if (plan.subjectHeader().equals(h.name())) {
+                    raw = h.value();
+                    break;
+                }
+            }
+        }
+        String where = plan.subjectWhere();
+        if (raw == null || raw.length == 0) {
+            return "no subject (" + where + " is missing or empty)";
+        }
+        return checked(plan, raw);
+    }
+
+    private static Object checked(SinkSettings.TopicPlan plan, byte[] raw) {
+        String where = plan.subjectWhere();
+        if (raw.length > plan.maxSubjectBytes()) {
+            return "no subject (" + where + " is " + raw.length + " bytes, more than " + plan.maxSubjectBytes() + ")";
+        }
+        String text = Utf8.decodeOrNull(raw);
+        return text == null ? "no subject (" + where + " is not UTF-8 text)" : new Subject(text, raw);
+    }
+
+    /** The subject at the rule's dotted JSON path ({@code _json_subject} in {@code clients/records.py}). */
+    private static Object jsonSubject(SinkSettings.TopicPlan plan, byte[] value) {
+        String where = plan.subjectWhere();
+        String missing = "no subject (" + where + " is missing or empty)";
+        if (value == null) {
+            return missing;
+        }
+        Object node;
+        try {
+            node = DocumentReader.load(value);
+        } catch (EnvelopeException e) {
+            return "no subject (" + where + " is missing: the value is not a JSON object)";
+        }
+        for (String step : plan.subjectPath().substring(2).split("\\.", -1)) {
+            if (!(node instanceof Map<?, ?> object) || !object.containsKey(step)) {
+                return missing;
+            }
+            node = object.get(step);
+        }
+        String text;
+        if (node instanceof String string) {
+            text = string;
+        } else if (node instanceof Boolean bool) {
+            text = bool ? "true" : "false";
+        } else if (node instanceof Double number) {
+            text = Double.toString(number); // what Spark's get_json_object prints (java_double_text in Python)
+        } else if (node instanceof Number number) {
+            text = number.toString();
+        } else {
+            String kind = node == null ? "null" : node instanceof Map<?, ?> ? "dict" : "list";
+            return "no subject (" + where + " is a JSON " + kind + ", not a string or number)";
+        }
+        if (text.isEmpty()) {
+            return missing;
+        }
+        if (Utf8.hasLoneSurrogate(text)) {
+            return "no subject (" + where + " is not valid Unicode text)";
+        }
+        return checked(plan, text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    }
+
+    private Map<String, SubjectKey> keysFor(TreeSet<String> subjects) {
+        ObjectNode args = JSON.createObjectNode();
+        ArrayNode list = args.putArray("subjects");
+        subjects.forEach(list::add);
+        JsonNode answer = service.call("encrypt_keys", args);
+        Base64.Decoder b64 = Base64.getDecoder();
+        Map<String, SubjectKey> keys = new HashMap<>();
+        for (String subject : subjects) {
+            JsonNode entry = answer.get(subject);
+            if (entry == null || !entry.isArray() || entry.size() != 3) {
+                throw new IllegalStateException("the key service sent no key for a subject it was asked for");
+            }
+            keys.put(subject, entry.get(2).asBoolean()
+                    ? new SubjectKey(b64.decode(entry.get(0).asText()), b64.decode(entry.get(1).asText())) : null);
+        }
+        return keys;
+    }
+
+    private Verdict verdict(SourceRecord record, Object subject, Map<String, SubjectKey> keys) {
+        SinkSettings.TopicPlan plan = plan(record);
+        String out = plan.output();
+        if (record.value() == null) {
+            return Verdict.written(record, out, null, record.headers(), Verdict.PASSTHROUGH);
+        }
+        if (subject instanceof String reason) {
+            return reject(record, plan, reason);
+        }
+        Subject s = (Subject) subject;
+        SubjectKey key = keys.get(s.text());
+        if (key == null) {
+            return Verdict.notWritten(record, out, Verdict.DROPPED, null, false);
+        }
+        int limit = settings.limitFor(out);
+        if (record.value().length > limit) {
+            return reject(record, plan, "value too large to encrypt (> " + limit + " bytes)");
+        }
+        boolean fields = !plan.fields().isEmpty();
+        byte[] sealed;
+        try {
+            RecordContext ctx = new RecordContext(out, s.bytes(), plan.profile());
+            sealed = fields
+                    ? fieldCodec.encrypt(record.value(), fieldRules.computeIfAbsent(record.topic(),
+                            t -> new FieldRules(plan.fields())), key.dek(), ref(key.keyId()), ctx)
+                    : codec.seal(record.value(), key.dek(), ref(key.keyId()), ctx, "");
+        } catch (EnvelopeException e) {
+            return reject(record, plan, e.problem() + (fields ? " (field mode)" : ""));
+        } catch (RuntimeException e) {
+            return Verdict.notWritten(record, out, Verdict.REJECTED, TaskWriter.unexpected(record, e), true);
+        }
+        if (sealed.length > limit) {
+            return reject(record, plan, "encrypted value would be " + sealed.length
+                    + " bytes, above the output topic's limit of " + limit + " bytes");
+        }
+        List<SourceRecord.Header> headers = new ArrayList<>(record.headers().size() + 1);
+        headers.add(fields ? FIELDS_MARKER : VALUE_MARKER);
+        for (SourceRecord.Header h : record.headers()) {
+            if (!WireIds.RECORD_HEADER_NAME.equals(h.name())) {
+                headers.add(h);
+            }
+        }
+        return Verdict.written(record, out, sealed, headers, Verdict.OK);
+    }
+
+    private SubjectKeyRef ref(byte[] keyId) {
+        String id = Base64.getEncoder().encodeToString(keyId);
+        if (refs.size() >= 65_536) {
+            refs.clear();
+        }
+        return refs.computeIfAbsent(id, k -> new SubjectKeyRef(keyId));
+    }
+
+    /** Dead-letter the record unchanged with the reason, or stop (the rule's on_reject). */
+    private Verdict reject(SourceRecord record, SinkSettings.TopicPlan plan, String reason) {
+        if (plan.deadLetter() && settings.deadLetterTopic() != null) {
+            return DeadLetter.of(record, settings.deadLetterTopic(), Verdict.REJECTED, reason);
+        }
+        return Verdict.notWritten(record, plan.output(), Verdict.REJECTED, reason, true);
+    }
+}
