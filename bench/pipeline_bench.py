@@ -218,6 +218,18 @@ class Figures:
         return summarize(m.cpu[kind] for m in self.rounds[side]).median / self.records * 1e6
 
 
+def engine_option(engine: str | None) -> dict[str, Any]:
+    """The pipeline setting choosing the engine (branch jvmw: ``PipelineSettings.engine``, a
+    ``strongroom.policies.Engine``); none: the jobs' default, which is the CLI's."""
+    if engine is None:
+        return {}
+    try:
+        from strongroom.policies import Engine  # type: ignore[attr-defined]
+    except ImportError:
+        raise SystemExit(f"--engine {engine}: this strongroom has no engine setting; run without --engine") from None
+    return {"engine": Engine(engine)}
+
+
 class Bench:
     """One broker, one Spark session, one keyring: runs and verifies the sides."""
 
@@ -229,19 +241,19 @@ class Bench:
         create_keys_topic(ClientConfig(self.bootstrap), "strongroom-keys")
         self.kms = {"provider": "local", "path": str(keyring)}
         self.runs = 0
+        self.engine = engine_option(args.engine)
 
     def settings(self, topic: str, **rule: Any) -> PipelineSettings:
         self.runs += 1
         rules = EncryptionRules.single([topic], **rule)
         checkpoint = str(self.work / f"run-{self.runs}")
-        return PipelineSettings(self.bootstrap, rules, self.kms, checkpoint, max_offsets_per_trigger=self.args.batch)
+        return PipelineSettings(
+            self.bootstrap, rules, self.kms, checkpoint, max_offsets_per_trigger=self.args.batch, **self.engine
+        )
 
-    def engine_options(self) -> dict[str, Any]:
-        """The job option choosing the engine; none: the jobs' (and the CLI's) default."""
-        return {} if self.args.engine is None else {"engine": self.args.engine}
-
-    def side(self, name: str, source: str, output: str) -> Callable[[], None]:
-        """Build the side's job (untimed: a long-running pipeline starts once) and return what runs it."""
+    def side(self, name: str, source: str, output: str, fields: bool = False) -> Callable[[], None]:
+        """Build the side's job (untimed: a long-running pipeline starts once) and return what runs it;
+        ``fields``: the source is sealed in JSON field mode (decrypt needs the same rule)."""
         if name in ("copy", "copy-encrypted"):
             settings = self.settings(source)
             return lambda: spark_copy(self.spark, settings, output)
@@ -251,9 +263,10 @@ class Bench:
             rule: dict[str, Any] = {"output_topic": output}
             if name == "fields-encrypt":
                 rule |= {"mode": "fields", "fields": FIELDS}
-            job = EncryptJob(self.spark, self.settings(source, **rule), **self.engine_options())
+            job = EncryptJob(self.spark, self.settings(source, **rule))
         elif name == "decrypt":
-            job = DecryptJob(self.spark, self.settings(source), output_topic=output, **self.engine_options())
+            rule = {"mode": "fields", "fields": FIELDS} if fields else {}
+            job = DecryptJob(self.spark, self.settings(source, **rule), output_topic=output)
         else:
             raise ValueError(f"unknown side {name}")
 
@@ -274,9 +287,9 @@ class Bench:
         seconds = time.perf_counter() - start
         return Measured(seconds, cpu_delta(before, cpu_by_kind()))
 
-    def untimed(self, name: str, source: str, output: str) -> None:
+    def untimed(self, name: str, source: str, output: str, fields: bool = False) -> None:
         self.cluster.create_topic(output, partitions=2)
-        self.side(name, source, output)()
+        self.side(name, source, output, fields)()
 
 
 def round_order(round_no: int, payload: int) -> list[str]:
@@ -339,8 +352,8 @@ def verify_round(bench: Bench, side: str, source: str, output: str, payload: int
     else:  # sealed: count and duplicates here; content after opening it
         problems = verify(side, expected, read_digest(bootstrap, output, records), Check.COUNT)
         if side != "encrypt":  # the round's decrypt side opens the steady-state encrypt output
-            bench.untimed("decrypt", output, f"{output}.opened")
             canonical = side == "fields-encrypt"
+            bench.untimed("decrypt", output, f"{output}.opened", fields=canonical)
             if canonical:
                 expected = read_digest(bootstrap, source, records, canonical=True)
             opened = read_digest(bootstrap, f"{output}.opened", records, canonical=canonical)
@@ -402,12 +415,14 @@ def main() -> None:
         args.payloads, args.records, args.subjects, args.batch = "1000", "1000=20000", 2000, 10_000
     if args.rounds < 3:
         parser.error("at least 3 rounds: medians and spread need them")
+    engine_option(args.engine)  # an engine this strongroom does not have fails before the stack starts
     counts = parse_records(args.records)
     payloads = [int(p) for p in args.payloads.split(",")]
     work = Path(tempfile.mkdtemp(prefix="strongroom-pbench-"))
     all_figures: dict[int, Figures] = {}
     with KafkaCluster(brokers=1, broker_config={"log.retention.bytes": -1}) as cluster:
-        spark = build_spark_session(app_name="pipeline-bench", conf=PIPELINE_SPARK_CONF)
+        dataplane = args.engine == "jvm"  # the JVM engine's writer is in the data-plane jar
+        spark = build_spark_session(app_name="pipeline-bench", conf=PIPELINE_SPARK_CONF, dataplane=dataplane)
         try:
             bench = Bench(args, cluster, spark, work)
             for payload in payloads:
