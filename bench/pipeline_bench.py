@@ -34,6 +34,7 @@ copy records/s) at 1 KB, steady state.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import tempfile
@@ -198,6 +199,8 @@ def spark_copy(spark: Any, settings: PipelineSettings, output_topic: str) -> Non
 class Measured:
     seconds: float
     cpu: dict[ProcessKind, float]
+    #: The job's own seconds per phase (scan, keys, write, ...); none for Spark's copy.
+    phases: dict[str, float]
 
 
 @dataclass
@@ -214,6 +217,11 @@ class Figures:
     def ratios(self, side: str, baseline: str) -> Summary:
         return summarize(s / b for s, b in zip(self.rates(side), self.rates(baseline), strict=True))
 
+    def phases(self, side: str) -> dict[str, float]:
+        """The median seconds per phase the job reported over the rounds."""
+        names = {name for m in self.rounds[side] for name in m.phases}
+        return {n: summarize(m.phases.get(n, 0.0) for m in self.rounds[side]).median for n in sorted(names)}
+
     def cpu_us(self, side: str, kind: ProcessKind) -> float:
         return summarize(m.cpu[kind] for m in self.rounds[side]).median / self.records * 1e6
 
@@ -228,6 +236,12 @@ def engine_option(engine: str | None) -> dict[str, Any]:
     except ImportError:
         raise SystemExit(f"--engine {engine}: this strongroom has no engine setting; run without --engine") from None
     return {"engine": Engine(engine)}
+
+
+def default_engine() -> str:
+    """The engine the jobs use without ``--engine`` (python before the JVM engine's setting existed)."""
+    default = next((f.default for f in dataclasses.fields(PipelineSettings) if f.name == "engine"), "python")
+    return str(default)
 
 
 class Bench:
@@ -251,12 +265,17 @@ class Bench:
             self.bootstrap, rules, self.kms, checkpoint, max_offsets_per_trigger=self.args.batch, **self.engine
         )
 
-    def side(self, name: str, source: str, output: str, fields: bool = False) -> Callable[[], None]:
+    def side(self, name: str, source: str, output: str, fields: bool = False) -> Callable[[], dict[str, float]]:
         """Build the side's job (untimed: a long-running pipeline starts once) and return what runs it;
         ``fields``: the source is sealed in JSON field mode (decrypt needs the same rule)."""
         if name in ("copy", "copy-encrypted"):
             settings = self.settings(source)
-            return lambda: spark_copy(self.spark, settings, output)
+
+            def copy() -> dict[str, float]:
+                spark_copy(self.spark, settings, output)
+                return {}
+
+            return copy
         if name == "eos-passthrough":
             job: Any = PassthroughJob(self.spark, self.settings(source), output)
         elif name in ("encrypt", "encrypt-new", "fields-encrypt"):
@@ -270,9 +289,9 @@ class Bench:
         else:
             raise ValueError(f"unknown side {name}")
 
-        def run() -> None:
+        def run() -> dict[str, float]:
             try:
-                job.run()
+                return dict(job.run().seconds)
             finally:
                 job.close()
 
@@ -283,9 +302,9 @@ class Bench:
         run = self.side(name, source, output)
         before = cpu_by_kind()
         start = time.perf_counter()
-        run()
+        phases = run()
         seconds = time.perf_counter() - start
-        return Measured(seconds, cpu_delta(before, cpu_by_kind()))
+        return Measured(seconds, cpu_delta(before, cpu_by_kind()), phases)
 
     def untimed(self, name: str, source: str, output: str, fields: bool = False) -> None:
         self.cluster.create_topic(output, partitions=2)
@@ -364,10 +383,10 @@ def verify_round(bench: Bench, side: str, source: str, output: str, payload: int
 
 # ---------------------------------------------------------------------------------------------- report
 def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterator[str]:
-    engine = args.engine or "default"
+    engine = args.engine or default_engine()
     for payload, fig in all_figures.items():
         yield f"\npayload {payload} B, {fig.records} records, {args.rounds} rounds (engine: {engine})"
-        yield f"{'side':16} {'median rec/s':>12} {'spread':>7} {'vs copy':>8}  CPU µs/record: " + " ".join(
+        yield f"{'side':16} {'median rec/s':>12} {'spread':>7} {'vs copy':>8} {'CPU µs/record:':16}" + " ".join(
             f"{k.value:>14}" for k in ProcessKind if k != ProcessKind.OTHER
         )
         for side in fig.rounds:
@@ -375,7 +394,13 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
             baseline = "copy-encrypted" if side == "decrypt" else "copy"
             ratio = fig.ratios(side, baseline).median
             cpu = " ".join(f"{fig.cpu_us(side, k):14.1f}" for k in ProcessKind if k != ProcessKind.OTHER)
-            yield f"{side:16} {rates.median:12.0f} {rates.spread:7.2f} {ratio:8.2f}                 {cpu}"
+            yield f"{side:16} {rates.median:12.0f} {rates.spread:7.2f} {ratio:8.2f} {'':16}{cpu}"
+        for side in fig.rounds:
+            phases = fig.phases(side)
+            if phases:
+                described = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+                wall = summarize(m.seconds for m in fig.rounds[side]).median
+                yield f"  {side}: median wall {wall:.1f} s; phases {described}"
         new_vs_steady = fig.ratios("encrypt-new", "encrypt")
         yield (f"new subjects (10 % of records) vs steady state: {new_vs_steady.median:.2f} "
                f"(spread {new_vs_steady.spread:.2f}; issue 13 target >= {NEW_SUBJECT_TARGET})")  # fmt: skip
@@ -390,6 +415,8 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
         extra: dict[str, object] = {}
         if side == "encrypt":
             extra["new_subjects_vs_steady"] = new_vs_steady
+        if side == "eos-passthrough":
+            extra["writer"] = "python-sink"  # PassthroughJob writes with the Python sink whatever the engine
         yield result_line(
             f"{side}-vs-copy", ratios, target=TARGETS[side], met="yes" if ratios.median >= TARGETS[side] else "no",
             rps=summarize(fig.rates(side)).median, copy_rps=summarize(fig.rates(baseline)).median,
