@@ -3,6 +3,7 @@
 Usage:
     .venv/bin/python bench/pipeline_bench.py [--quick] [--engine python|jvm] [--rounds 3]
         [--payloads 100,1000,10000] [--records 100=1000000,1000=500000,10000=100000] [--subjects 100000]
+        [--filler words|repeat] [--batch 250000]
 
 One local Kafka broker, one Spark session (``local[2]``), 2-partition topics. Per payload size:
 
@@ -41,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +83,38 @@ AFTER_ENCRYPT = ["copy-encrypted", "decrypt"]  # they read the round's encrypted
 
 
 # ---------------------------------------------------------------------------------------------- records
-def record_value(i: int, subject: str, payload: int, rng: random.Random) -> bytes:
+class Filler(StrEnum):
+    """What pads a record's ``notes`` to its size. lz4 compresses ``repeat`` (one character) almost away,
+    which flatters the copy (sealed values never compress); ``words`` compresses about as much as text."""
+
+    WORDS = "words"
+    REPEAT = "repeat"
+
+
+def word_text(size: int = 1 << 20) -> str:
+    """About ``size`` characters of words drawn at random (seeded) from a small vocabulary."""
+    rng = random.Random(7)
+    vocabulary = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 10)))
+                  for _ in range(400)]  # fmt: skip
+    words: list[str] = []
+    length = 0
+    while length < size:
+        words.append(rng.choice(vocabulary))
+        length += len(words[-1]) + 1
+    return " ".join(words)
+
+
+WORD_TEXT = word_text()
+
+
+def filler(n: int, kind: Filler, rng: random.Random) -> str:
+    if kind == Filler.REPEAT or n <= 0:
+        return "x" * max(0, n)
+    start = rng.randrange(len(WORD_TEXT) - n) if n < len(WORD_TEXT) else 0
+    return (WORD_TEXT[start : start + n] * (n // len(WORD_TEXT) + 1))[:n]
+
+
+def record_value(i: int, subject: str, payload: int, rng: random.Random, kind: Filler = Filler.WORDS) -> bytes:
     """A JSON value of exactly ``payload`` bytes (records of 1 KB and more carry the 3 fields to seal)."""
     doc: dict[str, Any] = {"customer_id": subject}
     if payload >= 500:
@@ -90,11 +123,13 @@ def record_value(i: int, subject: str, payload: int, rng: random.Random) -> byte
                 "order": {"id": i, "total": round(rng.uniform(1, 500), 2)}}  # fmt: skip
     doc["notes"] = ""
     base = len(json.dumps(doc, separators=(",", ":")))
-    doc["notes"] = "x" * max(0, payload - base)
+    doc["notes"] = filler(payload - base, kind, rng)
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def produce_source(bootstrap: str, topic: str, records: int, subjects: int, payload: int, new_tag: str = "") -> int:
+def produce_source(
+    bootstrap: str, topic: str, records: int, subjects: int, payload: int, kind: Filler, new_tag: str = ""
+) -> int:
     """Produce the benchmark records; with ``new_tag`` every tenth record has a subject never seen before."""
     rng = random.Random(payload)
     producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
@@ -103,7 +138,7 @@ def produce_source(bootstrap: str, topic: str, records: int, subjects: int, payl
         subject = f"subject-{rng.randrange(subjects):07d}"
         if new_tag and i % 10 == 0:
             subject = f"new-{new_tag}-{i:08d}"
-        value = record_value(i, subject, payload, rng)
+        value = record_value(i, subject, payload, rng, kind)
         size += len(value)
         headers = [(SEQ_HEADER, str(i).encode()), ("source", b"bench")]
         produce_when_room(producer, topic, key=subject.encode(), value=value, headers=headers)
@@ -326,13 +361,13 @@ def run_payload(bench: Bench, payload: int, records: int) -> Figures:
     src, warm = f"p{payload}", f"p{payload}.warm"
     for topic in (src, warm):
         bench.cluster.create_topic(topic, partitions=2)
-    nbytes = produce_source(bootstrap, src, records, args.subjects, payload)
-    produce_source(bootstrap, warm, max(1000, records // 20), args.subjects, payload)
+    nbytes = produce_source(bootstrap, src, records, args.subjects, payload, args.filler)
+    produce_source(bootstrap, warm, max(1000, records // 20), args.subjects, payload, args.filler)
     new_sources = {}
     for r in range(args.rounds):
         new_sources[r] = f"p{payload}.new{r}"
         bench.cluster.create_topic(new_sources[r], partitions=2)
-        produce_source(bootstrap, new_sources[r], records, args.subjects, payload, new_tag=f"{payload}-{r}")
+        produce_source(bootstrap, new_sources[r], records, args.subjects, payload, args.filler, f"{payload}-{r}")
     print(f"\n== payload {payload} B: {records} records ({nbytes / 1e6:.0f} MB) over {args.subjects} subjects",
           flush=True)  # fmt: skip
     source_digest = read_digest(bootstrap, src, records)
@@ -423,7 +458,7 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
         yield result_line(
             f"{side}-vs-copy", ratios, target=TARGETS[side], met="yes" if ratios.median >= TARGETS[side] else "no",
             rps=summarize(fig.rates(side)).median, copy_rps=summarize(fig.rates(baseline)).median,
-            payload=RESULT_PAYLOAD, records=fig.records, engine=engine, **extra,
+            payload=RESULT_PAYLOAD, records=fig.records, engine=engine, filler=args.filler, **extra,
         )  # fmt: skip
 
 
@@ -439,6 +474,10 @@ def main() -> None:
     parser.add_argument("--payloads", default="100,1000,10000", help="value sizes in bytes")
     parser.add_argument("--records", default="100=1000000,1000=500000,10000=100000", help="records per size")
     parser.add_argument("--subjects", type=int, default=100_000)
+    parser.add_argument(
+        "--filler", type=Filler, choices=list(Filler), default=Filler.WORDS,
+        help="what pads the JSON values: random words (compress like text) or one repeated character",
+    )  # fmt: skip
     parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger, the same on every side")
     args = parser.parse_args()
     if args.quick:
