@@ -36,7 +36,8 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
@@ -120,6 +121,12 @@ class PartitionSummary:
         return (self.src_topic, self.src_partition)
 
 
+#: How the sink's transactional producers batch (on top of the idempotent ``acks=all``, lz4 defaults of
+#: :data:`~strongroom.kafka.config.PRODUCER_DEFAULTS`); bench/pipeline_bench.py gives Spark's own Kafka
+#: sink the same settings so that its copy is a fair baseline.
+BATCHING: Final[Mapping[str, Any]] = MappingProxyType({"linger.ms": 10, "batch.size": 1_000_000})
+
+
 @dataclass(frozen=True)
 class TransactionalSinkConfig:
     """Where and as whom the sink writes. ``app_id`` must be stable across restarts of one pipeline."""
@@ -176,8 +183,7 @@ class _PartitionTxn:
             {
                 "transactional.id": config.transactional_id(topic, partition),
                 "transaction.timeout.ms": config.transaction_timeout_ms,
-                "linger.ms": 10,
-                "batch.size": 1_000_000,
+                **BATCHING,
                 "queue.buffering.max.messages": 500_000,
                 "queue.buffering.max.kbytes": 1_048_576,
                 "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
