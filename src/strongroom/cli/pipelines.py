@@ -214,7 +214,7 @@ pipeline_options = grouped(
         click.option(
             "--engine",
             type=click.Choice(["python", "jvm"]),
-            default="python",
+            default="jvm",
             show_default=True,
             help="Where the exactly-once Kafka writer runs: Python workers, or the executor JVM (needs the "
             'data-plane jar, `make dataplane`). See docs/pipelines.md, "Engines".',

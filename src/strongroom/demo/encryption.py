@@ -11,6 +11,7 @@ from strongroom.demo.data import PII_PATHS
 from strongroom.demo.story import EVENTS_TOPIC, Chapter, DemoContext
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import new_consumer, new_producer
+from strongroom.policies import Engine
 
 ENCRYPTED_TOPIC = f"{EVENTS_TOPIC}.enc"
 DECRYPTED_TOPIC = f"{EVENTS_TOPIC}.decrypted"
@@ -27,6 +28,7 @@ def _settings(ctx: DemoContext, topic: str, name: str) -> Any:
         ctx.kms_config,
         str(ctx.workdir / f"chk-{name}"),
         keys_topic=ctx.keys_topic,
+        engine=Engine.JVM,  # what `strongroom encrypt`/`decrypt` run by default (docs/pipelines.md, "Engines")
     )
 
 

@@ -22,7 +22,8 @@ import java.util.Base64;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeSet;
+import java.util.Set;
+import java.util.TreeMap;
 
 /**
  * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
@@ -57,7 +58,7 @@ final class EncryptRecords implements RecordTransform {
     @Override
     public List<Verdict> apply(List<SourceRecord> records) {
         Object[] subjects = new Object[records.size()];
-        TreeSet<String> wanted = new TreeSet<>();
+        TreeMap<String, Integer> wanted = new TreeMap<>();
         for (int i = 0; i < subjects.length; i++) {
             SourceRecord record = records.get(i);
             if (record.value() == null) {
@@ -66,7 +67,7 @@ final class EncryptRecords implements RecordTransform {
             Object subject = subjectOf(plan(record), record);
             subjects[i] = subject;
             if (subject instanceof Subject s) {
-                wanted.add(s.text());
+                wanted.merge(s.text(), 1, Integer::sum);
             }
         }
         Map<String, SubjectKey> keys = wanted.isEmpty() ? Map.of() : keysFor(wanted);
@@ -171,10 +172,16 @@ final class EncryptRecords implements RecordTransform {
         return checked(plan, text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     }
 
-    private Map<String, SubjectKey> keysFor(TreeSet<String> subjects) {
+    /** Keys for the chunk's subjects; {@code seals} (records per subject) is charged to the keys' usage limits. */
+    private Map<String, SubjectKey> keysFor(TreeMap<String, Integer> seals) {
         ObjectNode args = JSON.createObjectNode();
         ArrayNode list = args.putArray("subjects");
-        subjects.forEach(list::add);
+        ArrayNode counts = args.putArray("seals");
+        seals.forEach((subject, count) -> {
+            list.add(subject);
+            counts.add(count);
+        });
+        Set<String> subjects = seals.keySet();
         JsonNode answer = service.call("encrypt_keys", args);
         Base64.Decoder b64 = Base64.getDecoder();
         Map<String, SubjectKey> keys = new HashMap<>();
