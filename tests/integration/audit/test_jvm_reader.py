@@ -87,32 +87,17 @@ def test_the_jvm_reader_has_the_row_layouts_of_the_python_reader(
 
 
 def test_content_hashes_and_record_digests_are_bit_identical(spark: SparkSession) -> None:
-    jvm: Any = spark.sparkContext._jvm
-    digest = jvm.io.strongroom.dataplane.audit.RecordDigest
-    gateway: Any = spark.sparkContext._gateway
+    audit: Any = spark.sparkContext._jvm.io.strongroom.dataplane.audit  # type: ignore[union-attr]
     for key, value, headers in HOSTILE:
-        names = values = None
-        if headers is not None:
-            names = gateway.new_array(jvm.java.lang.String, len(headers))
-            for i, (name, _) in enumerate(headers):
-                names[i] = name
-            values = _byte_arrays(gateway, [v for _, v in headers])
-        got = [None if h is None else bytes(h) for h in digest.hashes(key, value, names, values)]
+        names = None if headers is None else [n for n, _ in headers]
+        values = None if headers is None else [v for _, v in headers]
+        got = [None if h is None else bytes(h) for h in audit.HashCheck.hashes(key, value, names, values)]
         assert got == [hash_bytes(key), hash_bytes(value), hash_headers(headers)], (key, headers)
         for offset, epoch, stamp in [(0, 0, 0), (123_456_789, 7, 1_700_000_000_123), (2**40, None, -1)]:
             acc = ChunkAccumulator("t", 0, 10_000)
             acc.add_hashed([offset], [epoch], [stamp], [got[0]], [got[1]], [got[2]])
             [expected] = [e[1] for e in acc.chunks.values()]
-            assert digest.of(offset, epoch, stamp, got[0], got[1], got[2]) == expected
-
-
-def _byte_arrays(gateway: Any, values: list[bytes | None]) -> Any:
-    """A Java byte[][] with these values (None stays null)."""
-    array = gateway.new_array(gateway.jvm.java.lang.Class.forName("[B"), len(values))
-    for i, v in enumerate(values):
-        if v is not None:
-            array[i] = bytearray(v)
-    return array
+            assert audit.RecordDigest.of(offset, epoch, stamp, got[0], got[1], got[2]) == expected
 
 
 def test_the_jvm_reader_reads_the_same_rows_as_the_python_reader(

@@ -49,17 +49,4 @@ public final class RecordDigest {
         byte[] bytes = present(hash) ? hash : EMPTY;
         return XXH64.hashUnsafeBytes(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length, seed);
     }
-
-    /** The content hashes of a record given as bytes, for tests against the Python implementation. */
-    public static byte[][] hashes(byte[] key, byte[] value, String[] headerNames, byte[][] headerValues) {
-        RecordHashes hashes = new RecordHashes();
-        org.apache.kafka.common.header.internals.RecordHeaders headers = null;
-        if (headerNames != null) {
-            headers = new org.apache.kafka.common.header.internals.RecordHeaders();
-            for (int i = 0; i < headerNames.length; i++) {
-                headers.add(headerNames[i], headerValues[i]);
-            }
-        }
-        return new byte[][] {hashes.bytes(key), hashes.bytes(value), hashes.headers(headers)};
-    }
 }
