@@ -53,16 +53,22 @@ HOSTILE: list[Record] = [
 def _produce_hostile(bootstrap: str, topic: str, copies: int = 1) -> None:
     producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 0, "message.max.bytes": 2_000_000}))
     failed: list[Any] = []
+    now = int(time.time() * 1000)  # recent CreateTimes: an old one would let retention delete the records
     for _ in range(copies):
         for i, (key, value, headers) in enumerate(HOSTILE):
-            producer.produce(topic, key=key, value=value, headers=headers, partition=0, timestamp=1_700_000_000_000 + i,
+            producer.produce(topic, key=key, value=value, headers=headers, partition=0, timestamp=now + i,
                              on_delivery=lambda err, _msg: failed.append(err) if err is not None else None)  # fmt: skip
             assert producer.flush(60) == 0  # one record per batch: two large values never share one
     assert failed == []
 
 
 def _abort_a_transaction(bootstrap: str, topic: str) -> None:
-    settings = {"transactional.id": f"abort-{topic}", "linger.ms": 5, "transaction.timeout.ms": 120_000}
+    settings = {
+        "transactional.id": f"abort-{topic}",
+        "linger.ms": 5,
+        "transaction.timeout.ms": 120_000,
+        "message.timeout.ms": 60_000,
+    }
     producer = Producer(ClientConfig(bootstrap).producer(settings))
     producer.init_transactions(60)
     producer.begin_transaction()
