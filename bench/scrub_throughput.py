@@ -117,7 +117,7 @@ def scrub(
     started = time.perf_counter()
     summary = run_scrub(spark, client, ledger, ScrubOptions(span_ms=3_600_000, reader=reader)).to_json()
     seconds = time.perf_counter() - started
-    assert summary["counts"] == {"ok": records}, summary["counts"]
+    assert {k: v for k, v in summary["counts"].items() if v} == {"ok": records}, summary["counts"]
     return records / seconds, summary
 
 

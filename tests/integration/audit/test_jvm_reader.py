@@ -144,7 +144,7 @@ def test_a_ledger_captured_by_the_python_reader_scrubs_clean_with_the_jvm_reader
     assert records == 2 * len(HOSTILE) + 3_000
 
     summary = run_scrub(spark, client, ledger, ScrubOptions(reader=AuditReader.JVM, chunk_size=500)).to_json()
-    assert summary["counts"] == {"ok": records}, summary["counts"]
+    assert {k: v for k, v in summary["counts"].items() if v} == {"ok": records}, summary["counts"]
     assert summary["chunks"]["suspect"] == 0, summary["chunks"]
 
     # ... and the JVM reader's own capture of more records continues the Python reader's checkpoint
@@ -152,7 +152,7 @@ def test_a_ledger_captured_by_the_python_reader_scrubs_clean_with_the_jvm_reader
     capture_ledger(spark, client, [topic], ledger, once=True, reader=AuditReader.JVM)
     assert read_ledger(spark, ledger).filter("kind = 'record'").count() == records + 1_000
     summary = run_scrub(spark, client, ledger, ScrubOptions(reader=AuditReader.PYTHON, chunk_size=500)).to_json()
-    assert summary["counts"] == {"ok": records + 1_000}, summary["counts"]
+    assert {k: v for k, v in summary["counts"].items() if v} == {"ok": records + 1_000}, summary["counts"]
 
 
 def _marker_and_offsets(spark: SparkSession, bs: str, topic: str, end: int, grace: float) -> tuple[list[int], Any]:
