@@ -1,10 +1,11 @@
-"""Ledger capture: a Structured Streaming job from ``strongroom-kafka`` to Parquet, and its coverage.
+"""Ledger capture: a Structured Streaming job from the audit's Kafka reader to Parquet, and its coverage.
 
 The ledger is the audit's source of truth: for every record of the audited topics, the (leader
 epoch, offset) it was first seen at and hashes of its content. The capture query reads with the
-``strongroom-kafka`` source (offsets ``{topic: {partition: next offset}}`` in Spark's checkpoint) and
-writes with Spark's file sink, which commits each micro-batch's files atomically in its metadata
-log - together exactly-once: a restarted capture neither loses nor duplicates rows.
+audit's reader (:mod:`strongroom.audit.readers`, the JVM reader by default; offsets ``{topic:
+{partition: next offset}}`` in Spark's checkpoint) and writes with Spark's file sink, which commits
+each micro-batch's files atomically in its metadata log - together exactly-once: a restarted capture
+neither loses nor duplicates rows.
 
 Coverage. The source also emits one *range marker* per offset range it finished, so the ledger
 knows which offsets it has read - including ranges that held no records (compaction, transaction
@@ -23,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
-from strongroom.audit.errors import LedgerNotFound
+from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE
+from strongroom.audit.errors import KafkaReadError, LedgerNotFound
 from strongroom.audit.kafka_state import ClusterState
+from strongroom.audit.readers import DEFAULT_READER, AuditReader, read_failure, read_stream
 from strongroom.audit.schema import KIND_RANGE, KIND_RECORD, RECORD_KINDS, spark_schema
 from strongroom.audit.store import LedgerPaths
 from strongroom.errors import AuditError
@@ -33,6 +35,7 @@ from strongroom.kafka.config import ClientConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.readwriter import DataStreamReader
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ def capture_ledger(
     max_records_per_range: int = DEFAULT_MAX_RECORDS_PER_RANGE,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    reader: AuditReader = DEFAULT_READER,
 ) -> CaptureResult:
     """Run the capture query: until caught up (``once``), or every ``trigger_seconds`` until
     ``duration`` elapsed or ``stop()`` says so. ``on_batch`` gets each batch's progress.
@@ -81,9 +85,10 @@ def capture_ledger(
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
     cluster = ClusterState(client)
     partitions = [(t, p) for t, md in cluster.partitions_of(topics).items() for p in md.partitions]  # fails early
-    options = source_options(
-        client.bootstrap_servers,
-        client.extra,
+    stream = read_stream(
+        spark,
+        client,
+        reader,
         topics=",".join(topics),
         startingOffsets=starting_offsets,
         emitRanges=True,
@@ -91,13 +96,12 @@ def capture_ledger(
         maxRecordsPerRange=max_records_per_range,
     )
     trigger = {"availableNow": True} if once else {"processingTime": f"{trigger_seconds} seconds"}
-    register(spark)
     result = CaptureResult()
     started = time.monotonic()
     target = {tp: offset for tp, (offset, _) in cluster.list_offsets(partitions, "latest").items()} if once else {}
     for _ in range(CATCH_UP_ROUNDS if once else 1):
         batches_before = result.batches
-        query = _start_capture_query(spark, options, ledger.records, checkpoint or ledger.checkpoint, trigger)
+        query = _start_capture_query(stream, ledger.records, checkpoint or ledger.checkpoint, trigger)
         _await(query, result, on_batch, lambda: _should_stop(started, duration, stop))
         behind = _behind(result, target)
         if not behind or result.batches == batches_before or _should_stop(started, duration, stop):
@@ -107,13 +111,11 @@ def capture_ledger(
     return result
 
 
-def _start_capture_query(
-    spark: SparkSession, options: Mapping[str, str], path: str, checkpoint: str, trigger: Mapping[str, Any]
-) -> Any:
-    """Start the streaming query from the ``strongroom-kafka`` source to the ledger's Parquet files."""
-    stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
+def _start_capture_query(stream: DataStreamReader, path: str, checkpoint: str, trigger: Mapping[str, Any]) -> Any:
+    """Start the streaming query from the audit's reader to the ledger's Parquet files."""
     writer = (
-        stream.writeStream.format("parquet")
+        stream.load()
+        .writeStream.format("parquet")
         .partitionBy("topic", "kind")
         # zstd: ~25% smaller than snappy here; content hashes are random, so a dictionary never
         # pays for value/headers hashes (it does for key hashes: keys repeat).
@@ -165,6 +167,9 @@ def _await(
     for progress in query.recentProgress:
         account(progress)
     if error is not None:
+        problem = read_failure(str(error))
+        if problem is not None:
+            raise KafkaReadError(f"the ledger capture could not read the log: {problem}")
         raise AuditError(
             f"the ledger capture query failed: {_first_line(str(error))}",
             hint="see the error above; the checkpoint keeps progress, so rerunning resumes where it stopped",

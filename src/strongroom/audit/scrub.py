@@ -40,7 +40,7 @@ from strongroom.audit.classify import (
     status_counts,
     topics_rows,
 )
-from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE, SOURCE_NAME, register, source_options
+from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE
 from strongroom.audit.delivery import KIND_DELIVERY
 from strongroom.audit.digest import DEFAULT_CHUNK_SIZE, ChunkPlan, chunk_digests, plan_chunks
 from strongroom.audit.errors import KafkaReadError
@@ -49,6 +49,7 @@ from strongroom.audit.ledger import coverage_ranges, ledger_topics, read_ledger,
 from strongroom.audit.oplog import OperationsLog, deletion_bounds
 from strongroom.audit.progress import ProgressFn, with_progress
 from strongroom.audit.ranges import merge_ranges
+from strongroom.audit.readers import DEFAULT_READER, AuditReader, guarded, read_batch
 from strongroom.audit.schema import KIND_DIGEST, KIND_RANGE, KIND_RECORD
 from strongroom.audit.scrub_summary import ScrubRun, ScrubSummary, counts_of, topic_scrubs
 from strongroom.audit.store import LedgerPaths
@@ -72,6 +73,8 @@ class ScrubOptions:
     examples: int = 20
     write_history: bool = True
     chunk_size: int = DEFAULT_CHUNK_SIZE
+    #: Which reader reads the log (see :mod:`strongroom.audit.readers`).
+    reader: AuditReader = DEFAULT_READER
 
 
 def run_scrub(
@@ -150,7 +153,6 @@ class _Scrub:
             )
         operations = OperationsLog(self.client).read()
         self.operations = len(operations)
-        register(self.spark)
         self._phase("cluster_state")
         return cluster, deletion_bounds(operations)
 
@@ -160,7 +162,7 @@ class _Scrub:
         log_rows = with_progress(
             self.spark,
             "reading the log",
-            lambda: [r.asDict() for r in _read_log(self.spark, self.client, ranges, self.opts, digests=True).collect()],
+            guarded(lambda: [r.asDict() for r in self._log_digests(ranges).collect()]),
             self.progress,
         )
         markers = [
@@ -173,6 +175,9 @@ class _Scrub:
         self.partition_facts = _partition_rows(self.state, markers)
         self._phase("read_log")
         return markers, log_chunks
+
+    def _log_digests(self, ranges: list[tuple[str, int, int, int]]) -> DataFrame:
+        return _read_log(self.spark, self.client, ranges, self.opts, digests=True)
 
     def _plan(
         self, ledger_df: DataFrame, markers: list[dict[str, Any]], log_chunks: list[dict[str, Any]]
@@ -231,7 +236,7 @@ class _Scrub:
         log_sub = log_sub.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             reread = log_sub.filter(F.col("kind") == F.lit(KIND_RANGE))
-            with_progress(spark, "re-reading suspect chunks", reread.count, self.progress)
+            with_progress(spark, "re-reading suspect chunks", guarded(reread.count), self.progress)
             # Where the log starts now that the re-read is done: it never moves back, so every record
             # below it had left the log by then. The re-read's own markers are no evidence of that:
             # they carry where each re-read piece was planned to start.
@@ -342,22 +347,17 @@ def _read_log(
     *,
     digests: bool = False,
 ) -> DataFrame:
-    return (
-        spark.read.format(SOURCE_NAME)
-        .options(
-            **source_options(
-                client.bootstrap_servers,
-                client.extra,
-                ranges=json.dumps([list(r) for r in ranges if r[3] > r[2]]),
-                emitRanges=True,
-                maxRecordsPerRange=opts.max_records_per_range,
-                minRanges=spark.sparkContext.defaultParallelism * 2,
-                output="digests" if digests else "rows",
-                chunkSize=opts.chunk_size,
-            )
-        )
-        .load()
-    )
+    return read_batch(
+        spark,
+        client,
+        opts.reader,
+        ranges=json.dumps([list(r) for r in ranges if r[3] > r[2]]),
+        emitRanges=True,
+        maxRecordsPerRange=opts.max_records_per_range,
+        minRanges=spark.sparkContext.defaultParallelism * 2,
+        output="digests" if digests else "rows",
+        chunkSize=opts.chunk_size,
+    ).load()
 
 
 def _retained_keys(

@@ -73,6 +73,12 @@ def audit() -> None:
 # ------------------------------------------------------------------------------------ ledger
 
 
+_reader_option = click.option(
+    "--reader", type=click.Choice(["jvm", "python"]), default="jvm", show_default=True,
+    help="The Kafka reader: the JVM reader in the data-plane jar, or the slower Python reader (see docs/audit.md).",
+)  # fmt: skip
+
+
 @audit.command(epilog=_EXIT_CODES)
 @kafka_options
 @click.option("--topic", "topics", multiple=True, required=True, metavar="NAME", help="Topic to capture (repeatable).")
@@ -84,6 +90,7 @@ def audit() -> None:
 @click.option("--duration", type=click.FloatRange(min=1), metavar="SECONDS", help="Stop after this many seconds.")
 @click.option("--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True,
               help="Where a new capture starts (ignored when the checkpoint exists).")  # fmt: skip
+@_reader_option
 @spark_master_option
 @click.pass_context
 def ledger(
@@ -97,6 +104,7 @@ def ledger(
     trigger_seconds: float,
     duration: float | None,
     starting_offsets: str,
+    reader: str,
     spark_master: str | None,
 ) -> None:
     """Capture the audited topics into the ledger (a Spark Structured Streaming job).
@@ -105,6 +113,7 @@ def ledger(
     continuous capture with Ctrl-C; it resumes where it stopped.
     """
     from strongroom.audit.ledger import capture_ledger
+    from strongroom.audit.readers import AuditReader
     from strongroom.kafka.topics import require_topics
 
     out: Output = ctx.obj
@@ -124,6 +133,7 @@ def ledger(
         result = capture_ledger(
             spark, client, list(topics), paths, checkpoint=checkpoint, once=once, trigger_seconds=trigger_seconds,
             duration=duration, starting_offsets=starting_offsets, on_batch=on_batch, stop=stop.is_set,
+            reader=AuditReader(reader),
         )  # fmt: skip
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -190,6 +200,7 @@ def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> 
 @click.option("--max-records-per-range", type=click.IntRange(min=1), default=500_000, show_default=True,
               help="Split partitions into offset ranges of at most this many offsets.")  # fmt: skip
 @click.option("--no-history", is_flag=True, help="Do not append this run to <ledger>/scrubs.")
+@_reader_option
 @spark_master_option
 @click.pass_context
 def scrub(
@@ -201,9 +212,11 @@ def scrub(
     span: int,
     max_records_per_range: int,
     no_history: bool,
+    reader: str,
     spark_master: str | None,
 ) -> None:
     """Compare the current log with the ledger; classify every record; score durability in nines."""
+    from strongroom.audit.readers import AuditReader
     from strongroom.audit.scrub import ScrubOptions, run_scrub
 
     out: Output = ctx.obj
@@ -213,7 +226,7 @@ def scrub(
     summary = run_scrub(
         spark, client, paths,
         ScrubOptions(topics=list(topics) or None, span_ms=span, max_records_per_range=max_records_per_range,
-                     write_history=not no_history),
+                     write_history=not no_history, reader=AuditReader(reader)),
         progress=lambda label, done, total: out.progress(f"scrub: {label}", done=done, total=total),
     )  # fmt: skip
     out.result(summary.to_json(), _scrub_text)

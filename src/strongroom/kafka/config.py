@@ -89,6 +89,30 @@ class ClientConfig:
     def admin(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._merge(ADMIN_DEFAULTS, overrides)
 
+    def java_client(self) -> dict[str, str]:
+        """The same connection as Java client properties (for JVM readers: Spark's Kafka source, the audit's
+        JVM reader). Translated: bootstrap servers, ``security.protocol``, SASL PLAIN/SCRAM user and password,
+        and a PEM CA file. Anything else in ``extra`` applies to the librdkafka clients only."""
+        extra = dict(self.extra or {})
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        if "security.protocol" in extra:
+            props["security.protocol"] = str(extra["security.protocol"]).upper()
+        mechanism = str(extra.get("sasl.mechanism") or extra.get("sasl.mechanisms") or "")
+        if mechanism:
+            props["sasl.mechanism"] = mechanism.upper()
+            user, password = extra.get("sasl.username"), extra.get("sasl.password")
+            if user is not None and password is not None:
+                module = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule"
+                    if mechanism.upper().startswith("SCRAM")
+                    else "org.apache.kafka.common.security.plain.PlainLoginModule"
+                )
+                props["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+        if "ssl.ca.location" in extra:
+            props["ssl.truststore.type"] = "PEM"
+            props["ssl.truststore.location"] = str(extra["ssl.ca.location"])
+        return props
+
 
 def produce_when_room(producer: Any, topic: str, **kwargs: Any) -> None:
     """``producer.produce(topic, **kwargs)``; while librdkafka's local queue is full, serve delivery

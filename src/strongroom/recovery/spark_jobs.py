@@ -97,30 +97,9 @@ class LabelRuns:
 
 # ---------------------------------------------------------------------------------------- I/O shell
 def kafka_source_options(client_config: ClientConfig) -> dict[str, str]:
-    """Spark Kafka source options (Java client names) from strongroom's librdkafka client config.
-
-    Translated: bootstrap servers, ``security.protocol``, SASL PLAIN/SCRAM user and password, and a
-    PEM CA file. Anything else in ``--command-config`` applies to the librdkafka clients only.
-    """
-    extra = dict(client_config.extra or {})
-    options = {"kafka.bootstrap.servers": client_config.bootstrap_servers}
-    if "security.protocol" in extra:
-        options["kafka.security.protocol"] = str(extra["security.protocol"]).upper()
-    mechanism = str(extra.get("sasl.mechanism") or extra.get("sasl.mechanisms") or "")
-    if mechanism:
-        options["kafka.sasl.mechanism"] = mechanism.upper()
-        user, password = extra.get("sasl.username"), extra.get("sasl.password")
-        if user is not None and password is not None:
-            module = (
-                "org.apache.kafka.common.security.scram.ScramLoginModule"
-                if mechanism.upper().startswith("SCRAM")
-                else "org.apache.kafka.common.security.plain.PlainLoginModule"
-            )
-            options["kafka.sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
-    if "ssl.ca.location" in extra:
-        options["kafka.ssl.truststore.type"] = "PEM"
-        options["kafka.ssl.truststore.location"] = str(extra["ssl.ca.location"])
-    return options
+    """Spark Kafka source options (Java client names) from strongroom's librdkafka client config
+    (see :meth:`ClientConfig.java_client`)."""
+    return {f"kafka.{k}": v for k, v in client_config.java_client().items()}
 
 
 def read_partitions(
