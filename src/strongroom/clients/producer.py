@@ -26,10 +26,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from confluent_kafka import KafkaException
 
+from strongroom.clients.batch_seal import ENVELOPE_OVERHEAD, SealItem, SubjectSealers
 from strongroom.clients.errors import ClientClosed, DeliveryFailed, RecordRejected
 from strongroom.clients.records import (
     DEAD_LETTER_REASON,
@@ -41,11 +42,14 @@ from strongroom.clients.records import (
     normalize_headers,
 )
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
+from strongroom.envelope.ids import AadProfile
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
+from strongroom.keys.records import MAX_SUBJECT_BYTES
+from strongroom.keys.table import SubjectKey
 from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules
 
@@ -83,6 +87,18 @@ class ProducerRecord:
     on_delivery: DeliveryCallback | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _SimpleTarget:
+    """How the batch path writes a source topic's records."""
+
+    out_topic: str
+    profile: AadProfile
+    #: The largest plaintext value whose envelope still fits the output topic.
+    limit: int
+    #: The marker header, the only header of a record on the batch path (as confluent-kafka types it).
+    headers: list[tuple[str, str | bytes | None]]
+
+
 @dataclass(slots=True)
 class _Plan:
     """A record after checking and sealing, before it is handed to librdkafka."""
@@ -116,7 +132,7 @@ class EncryptingProducer:
         dead_letter_topic: str | None = None,
         transactional_id: str | None = None,
         create_topics: bool = True,
-        key_cache_size: int = 10_000,
+        key_cache_size: int = 100_000,
         key_cache_ttl_s: float = 30.0,
         kms_outage_wait_s: float = 60.0,
     ) -> None:
@@ -137,6 +153,12 @@ class EncryptingProducer:
         self._producer = build_producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
+        #: The batch path's per-subject precomputation (:mod:`strongroom.clients.batch_seal`).
+        self._sealers = SubjectSealers(max(key_cache_size, 1))
+        key_manager.table.add_erasure_listener(self._sealers.on_erasure)
+        #: source topic → (output topic, AAD profile, value limit, marker headers), or None when its
+        #: records always take the per-record path (field mode, subject not in the key).
+        self._simple_targets: dict[str, _SimpleTarget | None] = {}
         self._lock = threading.Lock()
         self._delivery_errors: list[str] = []
         self._closed = False
@@ -174,7 +196,11 @@ class EncryptingProducer:
         the batch is produced and :class:`RecordRejected` names it.
         """
         self._check_open()
-        plans = self._plan(list(records))
+        batch = list(records)
+        fast = self._produce_simple(batch)
+        if fast is not None:
+            return fast
+        plans = self._plan(batch)
         for plan in plans:
             self._send(plan)
         self._producer.poll(0)
@@ -260,6 +286,69 @@ class EncryptingProducer:
             entry = self._codecs[topic] = (RuleCodec(rule), rule.output_for(topic))
         return entry
 
+    # ------------------------------------------------------------------ the batch path
+    def _produce_simple(self, batch: list[ProducerRecord]) -> list[ProduceOutcome] | None:
+        """Seal and produce a batch whose every record is simple (whole value, subject in the key, no
+        caller headers, an existing key, fits the topic): per-subject work once, one pass per step.
+        None when one record needs the per-record path (:meth:`_plan`), before anything is produced."""
+        items = self._simple_items(batch)
+        if items is None:
+            return None
+        notices = self._sealers.notices()
+        keys = self._keys.get_or_create([item.subject for item in items], kms_wait_s=self.kms_outage_wait_s)
+        if any(type(key) is not SubjectKey for key in keys.values()):
+            return None  # a post-erasure decision: the per-record path applies the policy
+        values = self._sealers.seal(items, cast("dict[str, SubjectKey]", keys), notices)
+        self._send_simple(batch, values)
+        with self._lock:
+            self.counters["encrypted"] += len(batch)
+        self._producer.poll(0)
+        return [ProduceOutcome.ENCRYPTED] * len(batch)
+
+    def _simple_items(self, batch: list[ProducerRecord]) -> list[SealItem] | None:
+        items: list[SealItem] = []
+        append = items.append
+        targets = self._simple_targets
+        for record in batch:
+            topic, key, value = record.topic, record.key, record.value
+            target = targets[topic] if topic in targets else self._simple_target(topic)
+            if target is None or value is None or record.headers or not key or len(key) > MAX_SUBJECT_BYTES:
+                return None
+            if len(value) > target.limit:
+                return None
+            try:
+                subject = key.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            append(SealItem(target.out_topic, target.profile, subject, key, value))
+        return items
+
+    def _simple_target(self, topic: str) -> _SimpleTarget | None:
+        codec, out_topic = self._codec_for(topic)
+        target = None
+        if codec.fields is None and codec.rule.subject.source == "key":
+            limit = self._topics.max_value_bytes(out_topic, topic) - ENVELOPE_OVERHEAD
+            target = _SimpleTarget(out_topic, codec.profile, limit, [codec.marker])
+        self._simple_targets[topic] = target
+        return target
+
+    def _send_simple(self, batch: list[ProducerRecord], values: list[bytes]) -> None:
+        produce = self._producer.produce
+        delivered = self._delivered
+        for index, record in enumerate(batch):
+            target = self._simple_targets[record.topic]
+            assert target is not None
+            out_topic = target.out_topic
+            if record.on_delivery is None and record.timestamp is None and record.partition is None:
+                try:
+                    produce(out_topic, values[index], record.key, on_delivery=delivered, headers=target.headers)
+                    continue
+                except (BufferError, KafkaException):
+                    pass  # the general call below waits for room or names the error
+            plan = _Plan(index, record, [self._codec_for(record.topic)[0].marker], out_topic, value=values[index])
+            self._produce_plan(plan)
+
+    # ------------------------------------------------------------------ the per-record path
     def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:
         plans: list[_Plan] = []
         wanted: list[str] = []
@@ -340,11 +429,14 @@ class EncryptingProducer:
             ]
 
     def _send(self, plan: _Plan) -> None:
-        record = plan.record
         with self._lock:
             self.counters[plan.outcome.value.replace("-", "_")] += 1
         if plan.outcome is ProduceOutcome.DROPPED:
             return
+        self._produce_plan(plan)
+
+    def _produce_plan(self, plan: _Plan) -> None:
+        record = plan.record
         kwargs: dict[str, Any] = {"key": record.key, "on_delivery": self._delivery_callback(record.on_delivery)}
         kwargs["value"] = record.value if plan.outcome is ProduceOutcome.PASSTHROUGH else plan.value
         if plan.headers:

@@ -359,6 +359,10 @@ class KeyTable:
         self._check_alive()
         self.follower.wait_caught_up(timeout)
 
+    def check_alive(self) -> None:
+        """Raise when the table is closed or stopped reading: a cache in front of it must not answer then."""
+        self._check_alive()
+
     def _check_alive(self) -> None:
         if self._closed:
             raise KeyTableClosed(f"the key table of {self.topic!r} is closed")
@@ -659,6 +663,11 @@ class KeyTable:
         erased: key caches outside the table (the encrypt driver's, the executors' through an
         :class:`~strongroom.keys.erasure_feed.ErasureFeed`) drop those keys without waiting for a request."""
         self._erasure_listeners.append(listener)
+
+    def remove_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
+        """Stop calling ``listener`` (a cache that is closed); unknown listeners are ignored."""
+        if listener in self._erasure_listeners:
+            self._erasure_listeners.remove(listener)
 
     def _tell_listeners(self, notice: ErasureNotice) -> None:
         """A listener that fails stops the reader thread: every lookup then fails closed (no erased key
