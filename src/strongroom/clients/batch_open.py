@@ -10,7 +10,8 @@ it stops and hands the rest to the per-record path, which judges it exactly as b
 failures, dead letters and erasure outcomes are unchanged, and partition order is kept).
 
 :class:`KeyCiphers` keeps ``key id → AESGCM`` for the keys the batches meet (an LRU sized for the
-active subjects), filled from the key table once per key; an erasure notice from the table empties it.
+active subjects), filled from the key table once per key and shared by every consumer of that table;
+an erasure notice from the table empties it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,6 +73,15 @@ class KeyCiphers:
         self._notices = 0
         table.add_erasure_listener(self.on_erasure)
 
+    @classmethod
+    def shared(cls, table: KeySource) -> KeyCiphers:
+        """The one instance for ``table``: every consumer of a key table shares its ready ciphers."""
+        with _SHARED_LOCK:
+            ciphers = _SHARED.get(table)
+            if ciphers is None:
+                ciphers = _SHARED[table] = cls(table)
+            return ciphers
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -113,6 +124,10 @@ class KeyCiphers:
         if missing:
             with contextlib.suppress(StrongroomError):  # each record's own lookup reports it
                 self.table.warm(missing)
+
+
+_SHARED: Final[weakref.WeakKeyDictionary[KeySource, KeyCiphers]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK: Final = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)

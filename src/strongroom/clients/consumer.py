@@ -42,7 +42,6 @@ from typing import Any, Final, Literal
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
-from strongroom.clients.batch_open import DEFAULT_CAPACITY as BATCH_KEY_CAPACITY
 from strongroom.clients.batch_open import KeyCiphers, OpenTarget, open_simple, open_target
 from strongroom.clients.errors import ClientClosed, DecryptFailed, DeliveryFailed, KmsOutage
 from strongroom.clients.records import (
@@ -141,7 +140,6 @@ class DecryptingConsumer:
         recheck_interval_s: float = 0.1,
         create_topics: bool = True,
         encrypted_only: bool = True,
-        key_cache_size: int = BATCH_KEY_CAPACITY,
     ) -> None:
         self.on_failure = choose("on_failure", on_failure, OnFailure, ConfigError)
         self.erased = choose("erased", erased, OnErasedRecord, ConfigError)
@@ -165,7 +163,7 @@ class DecryptingConsumer:
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         #: The batch path (:mod:`strongroom.clients.batch_open`): per topic, and the subject keys' ciphers.
         self._open_targets: dict[str, OpenTarget | None] = {}
-        self._ciphers = KeyCiphers(key_table, key_cache_size)
+        self._ciphers = KeyCiphers.shared(key_table)
         self._holds: dict[tuple[str, int], _Hold] = {}
         #: Messages taken from librdkafka but not handled yet (dropped for a partition that seeks).
         self._buffer: deque[Any] = deque()
@@ -371,7 +369,6 @@ class DecryptingConsumer:
         if self._closed:
             return
         self._closed = True
-        self.table.remove_erasure_listener(self._ciphers.on_erasure)
         try:
             if self._dlq is not None:
                 self._dlq.flush(30)

@@ -664,11 +664,6 @@ class KeyTable:
         :class:`~strongroom.keys.erasure_feed.ErasureFeed`) drop those keys without waiting for a request."""
         self._erasure_listeners.append(listener)
 
-    def remove_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
-        """Stop calling ``listener`` (a cache that is closed); unknown listeners are ignored."""
-        if listener in self._erasure_listeners:
-            self._erasure_listeners.remove(listener)
-
     def _tell_listeners(self, notice: ErasureNotice) -> None:
         """A listener that fails stops the reader thread: every lookup then fails closed (no erased key
         is served by a cache that missed its notice)."""
