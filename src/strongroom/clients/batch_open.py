@@ -29,8 +29,10 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strongroom.clients.records import DecryptedMessage, Header, MessageStatus
+from strongroom.clients.sealing import Opened, RuleCodec, SubjectKeyLookup
 from strongroom.crypto.aead import CIPHERS
 from strongroom.envelope.ids import AAD_LABEL, NONCE_SIZE, RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE, AadProfile
+from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import StrongroomError
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
@@ -51,7 +53,7 @@ _pack_u32: Final = struct.Struct(">I").pack
 class KeySource(Protocol):
     """What :class:`KeyCiphers` needs of the key table (:class:`~strongroom.keys.KeyTable` has it)."""
 
-    def lookup(self, key_id: bytes, subject: str) -> bytes | None: ...
+    def lookup(self, key_id: SubjectKeyRef, subject: str) -> bytes | None: ...
 
     def warm(self, key_ids: Sequence[bytes]) -> int: ...
 
@@ -105,7 +107,7 @@ class KeyCiphers:
         (pending, erased, lost, KMS down: the per-record path says which)."""
         notices = self._notices
         try:
-            dek = self.table.lookup(key_id, subject)
+            dek = self.table.lookup(SubjectKeyRef.trusted(key_id), subject)
         except StrongroomError:
             return None
         if dek is None:
@@ -138,14 +140,18 @@ class OpenTarget:
     marker: Header
     #: u16 length ‖ bound topic, by AAD profile id (PORTABLE binds the empty topic).
     topic_parts: tuple[bytes, ...]
+    #: The topic the ciphertext is bound to (the logical name of a mirrored topic).
+    bound_topic: str
+    #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
+    fields_codec: RuleCodec | None = None
 
 
-def open_target(marker: Header, bound_topic: str) -> OpenTarget:
+def open_target(marker: Header, bound_topic: str, fields_codec: RuleCodec | None = None) -> OpenTarget:
     topic = bound_topic.encode("utf-8")
     parts = [b""] * (max(AadProfile) + 1)
     parts[AadProfile.TOPIC] = _pack_u16(len(topic)) + topic
     parts[AadProfile.PORTABLE] = _pack_u16(0)
-    return OpenTarget(marker, tuple(parts))
+    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec)
 
 
 MessageFactory = Callable[[Any, bytes, list[Header], str], DecryptedMessage]
@@ -171,6 +177,13 @@ def open_simple(
         headers = msg.headers()
         value = msg.value()
         key = msg.key()
+        if target is not None and target.fields_codec is not None:
+            opened = _open_fields(target, key, value, headers, ciphers.table.lookup)
+            if opened is None:
+                return index
+            append(new_message(msg, *opened))
+            finished[(topic, msg.partition())] = msg.offset()
+            continue
         if (
             target is None
             or not headers
@@ -211,6 +224,22 @@ def open_simple(
         append(new_message(msg, plain, rest, subject))
         finished[(topic, msg.partition())] = msg.offset()
     return len(msgs)
+
+
+def _open_fields(
+    target: OpenTarget, key: bytes | None, value: bytes | None, headers: list[Header], lookup: SubjectKeyLookup
+) -> tuple[bytes, list[Header], str] | None:
+    """A field-mode record opened by its codec when that is all it needs (no erased field, nothing odd)."""
+    if not headers or headers[0] != target.marker:
+        return None
+    assert target.fields_codec is not None
+    try:
+        outcome = target.fields_codec.open(key, value, headers, target.bound_topic, lookup)
+    except StrongroomError:
+        return None  # the per-record path raises it, after seeking back to the record
+    if type(outcome) is not Opened or outcome.erased_fields:
+        return None
+    return outcome.value, outcome.headers, outcome.subject
 
 
 def _looks_sealed(value: bytes | None) -> bool:

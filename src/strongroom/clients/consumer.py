@@ -334,8 +334,8 @@ class DecryptingConsumer:
         except StrongroomError:
             return None  # the per-record path raises it, after seeking back to the record
         target = None
-        if codec.fields is None and codec.rule.subject.source == "key":
-            target = open_target(codec.marker, bound)
+        if codec.rule.subject.source == "key":
+            target = open_target(codec.marker, bound, codec if codec.fields is not None else None)
         self._open_targets[topic] = target
         return target
 

@@ -43,6 +43,7 @@ from strongroom.clients.records import (
 )
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
 from strongroom.envelope.ids import AadProfile
+from strongroom.errors import EnvelopeError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer, rdkafka_error
@@ -93,8 +94,11 @@ class _SimpleTarget:
 
     out_topic: str
     profile: AadProfile
-    #: The largest plaintext value whose envelope still fits the output topic.
+    #: The largest plaintext value the batch path takes (whole value: whose envelope still fits).
     limit: int
+    #: The output topic's own limit (field mode checks the sealed document against it).
+    topic_limit: int
+    codec: RuleCodec
     #: The marker header, the only header of a record on the batch path (as confluent-kafka types it).
     headers: list[tuple[str, str | bytes | None]]
 
@@ -288,9 +292,9 @@ class EncryptingProducer:
 
     # ------------------------------------------------------------------ the batch path
     def _produce_simple(self, batch: list[ProducerRecord]) -> list[ProduceOutcome] | None:
-        """Seal and produce a batch whose every record is simple (whole value, subject in the key, no
-        caller headers, an existing key, fits the topic): per-subject work once, one pass per step.
-        None when one record needs the per-record path (:meth:`_plan`), before anything is produced."""
+        """Seal and produce a batch whose every record is simple (subject in the key, no caller headers,
+        an existing key, one mode, fits the topic): per-subject work once, one pass per step. None when
+        a record needs the per-record path (:meth:`_plan`), decided before anything is produced."""
         items = self._simple_items(batch)
         if items is None:
             return None
@@ -298,10 +302,18 @@ class EncryptingProducer:
         keys = self._keys.get_or_create([item.subject for item in items], kms_wait_s=self.kms_outage_wait_s)
         if any(type(key) is not SubjectKey for key in keys.values()):
             return None  # a post-erasure decision: the per-record path applies the policy
-        values = self._sealers.seal(items, cast("dict[str, SubjectKey]", keys), notices)
-        self._send_simple(batch, values)
+        ready = cast("dict[str, SubjectKey]", keys)
+        first = self._simple_targets[batch[0].topic]
+        assert first is not None
+        if first.codec.fields is None:
+            values: list[bytes] | None = self._sealers.seal(items, ready, notices)
+        else:
+            values = self._seal_fields(batch, items, ready)
+        if values is None:
+            return None
         with self._lock:
             self.counters["encrypted"] += len(batch)
+        self._send_simple(batch, values)
         self._producer.poll(0)
         return [ProduceOutcome.ENCRYPTED] * len(batch)
 
@@ -309,13 +321,15 @@ class EncryptingProducer:
         items: list[SealItem] = []
         append = items.append
         targets = self._simple_targets
+        mode = None
         for record in batch:
             topic, key, value = record.topic, record.key, record.value
             target = targets[topic] if topic in targets else self._simple_target(topic)
             if target is None or value is None or record.headers or not key or len(key) > MAX_SUBJECT_BYTES:
                 return None
-            if len(value) > target.limit:
+            if len(value) > target.limit or (mode is not None and target.codec.mode != mode):
                 return None
+            mode = target.codec.mode
             try:
                 subject = key.decode("utf-8")
             except UnicodeDecodeError:
@@ -326,11 +340,32 @@ class EncryptingProducer:
     def _simple_target(self, topic: str) -> _SimpleTarget | None:
         codec, out_topic = self._codec_for(topic)
         target = None
-        if codec.fields is None and codec.rule.subject.source == "key":
-            limit = self._topics.max_value_bytes(out_topic, topic) - ENVELOPE_OVERHEAD
-            target = _SimpleTarget(out_topic, codec.profile, limit, [codec.marker])
+        if codec.rule.subject.source == "key":
+            topic_limit = self._topics.max_value_bytes(out_topic, topic)
+            limit = topic_limit if codec.fields is not None else topic_limit - ENVELOPE_OVERHEAD
+            target = _SimpleTarget(out_topic, codec.profile, limit, topic_limit, codec, [codec.marker])
         self._simple_targets[topic] = target
         return target
+
+    def _seal_fields(
+        self, batch: list[ProducerRecord], items: list[SealItem], keys: dict[str, SubjectKey]
+    ) -> list[bytes] | None:
+        """Field mode: each record's fields sealed with its subject's key; None when one cannot be (the
+        per-record path then rejects or dead-letters it with the reason)."""
+        values: list[bytes] = []
+        targets = self._simple_targets
+        for record, item in zip(batch, items, strict=True):
+            target = targets[record.topic]
+            assert target is not None
+            key = keys[item.subject]
+            try:
+                sealed = target.codec.seal_value(item.value, item.out_topic, item.subject, key.key_id, key.key)
+            except EnvelopeError:
+                return None
+            if len(sealed) > target.topic_limit:
+                return None
+            values.append(sealed)
+        return values
 
     def _send_simple(self, batch: list[ProducerRecord], values: list[bytes]) -> None:
         produce = self._producer.produce

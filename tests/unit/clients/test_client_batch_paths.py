@@ -109,8 +109,9 @@ class Keys:
         self.lookups = 0
         self.warmed: list[list[bytes]] = []
 
-    def lookup(self, key_id: bytes, subject: str) -> bytes | None:
+    def lookup(self, ref: SubjectKeyRef, subject: str) -> bytes | None:
         self.lookups += 1
+        key_id = ref.key_id
         if key_id in self.erased:
             raise SubjectErased("erased")
         return self.keys.get(key_id)
@@ -246,3 +247,22 @@ def test_key_ciphers_forget_everything_on_an_erasure_notice_and_stay_bounded() -
     listener(ErasureNotice(key_ids=(subjects[3].key_id,)))
     assert len(ciphers) == 0
     assert open_simple([msgs[3]], lambda _: target, ciphers, out, {}) == 0  # erased: not opened from a cache
+
+
+FIELDS_RULE = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.total"]})
+
+
+def test_open_simple_opens_field_mode_records_as_the_codec_does_and_leaves_erased_fields_to_it() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    key, gone = subject_key("c-1"), subject_key("c-1")
+    doc = b'{"id": 1, "email": "ann@example.com", "total": 1e16, "note": "\\u00e9"}'
+    msgs = [sealed_message(codec, key, 0, doc), sealed_message(codec, gone, 1, doc)]
+    keys = Keys({key.key_id: key.key, gone.key_id: gone.key})
+    keys.erased.add(gone.key_id)
+    target = open_target(codec.marker, "orders.enc", codec)
+    out: list[DecryptedMessage] = []
+    finished: dict[tuple[str, int], int] = {}
+    assert open_simple(msgs, lambda _: target, KeyCiphers(keys), out, finished) == 1
+    assert out[0].value == b'{"id":1,"email":"ann@example.com","total":1e+16,"note":"\xc3\xa9"}'
+    assert out[0].headers == [("trace", b"t1")]
+    assert finished == {("orders.enc", 0): 0}
