@@ -39,8 +39,9 @@ from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.table import SubjectKey
 
-#: Active (output topic, subject) pairs kept ready; a realistic producer meets tens of thousands.
-DEFAULT_CAPACITY: Final = 200_000
+#: Active (output topic, subject) pairs kept ready; a realistic producer meets tens of thousands. The
+#: producer sizes it like its key cache (``key_cache_size``); each entry's ``AESGCM`` is ≈ 2.4 KB.
+DEFAULT_CAPACITY: Final = 100_000
 #: Bytes a whole-value SUBJECT_KEY envelope adds to its plaintext: header (4 + 16 + 1), nonce, tag.
 ENVELOPE_OVERHEAD: Final = 4 + SUBJECT_KEY_ID_SIZE + 1 + NONCE_SIZE + TAG_SIZE
 _pack_u32: Final = struct.Struct(">I").pack
