@@ -234,11 +234,14 @@ def main() -> None:
         subjects = sorted({k.decode() for k, _ in records} | {k.decode() for k, _ in many})
         t_keys = create_keys(manager, subjects)
         print(f"key creation: {len(subjects)} subjects in {t_keys:.2f} s ({len(subjects) / t_keys:,.0f} keys/s)")
+        # one key table per process in real life: the 2k-subject and the many-subject readers get their own
         table = KeyTable(client, kms, topic="bench-keys").open()
+        table_many = KeyTable(client, kms, topic="bench-keys").open()
         table.wait_caught_up(120)
+        table_many.wait_caught_up(120)
         (Path(tmp) / "krox").mkdir()
         with kroxylicious(cluster, bao, Path(tmp) / "krox") as proxy:
-            sides = build_sides(cluster, bao, proxy, client, manager, table, records, many)
+            sides = build_sides(cluster, bao, proxy, client, manager, (table, table_many), records, many)
             for side in sides:  # untimed warm-up: connections, JVM, caches, keys
                 run_side(side, cluster, timed=False)
             for r in range(args.rounds):
@@ -247,13 +250,14 @@ def main() -> None:
                 for side in order:
                     run_side(side, cluster, timed=True)
         table.close()
+        table_many.close()
         manager.close()
     report(sides, n, mb, args.subjects, args.many_subjects, len(subjects) / t_keys)
 
 
 def build_sides(
     cluster: KafkaCluster, bao: OpenBaoServer, proxy: KroxyliciousProxy, client: ClientConfig,
-    manager: KeyManager, table: KeyTable, records: Records, many: Records,
+    manager: KeyManager, tables: tuple[KeyTable, KeyTable], records: Records, many: Records,
 ) -> list[Side]:  # fmt: skip
     plain_values = checksum([v for _, v in records])
     sides = [
@@ -270,15 +274,15 @@ def build_sides(
     field_rules = EncryptionRules.parse_obj_or_fail(
         {"rules": [{"topic": "bench-.*", "pattern": True, "mode": "fields", "fields": PII_PATHS}]}
     )
-    for name, rules, recs, expected in (
-        ("value", value_rules, records, plain_values),
-        ("fields", field_rules, records, checksum([compact(v) for _, v in records])),
-        ("value-many", value_rules, many, checksum([v for _, v in many])),
+    for name, rules, recs, expected, table in (
+        ("value", value_rules, records, plain_values, tables[0]),
+        ("fields", field_rules, records, checksum([compact(v) for _, v in records]), tables[0]),
+        ("value-many", value_rules, many, checksum([v for _, v in many]), tables[1]),
     ):
         producer = EncryptingProducer(client, rules, manager, key_cache_ttl_s=KEY_TTL_S)
         sides.append(
             Side(name, lambda t, rs, p=producer: produce_encrypted(p, t, rs),  # type: ignore[misc]
-                 lambda t, s, k, rl=rules: consume_decrypting(client, rl, table, t, s, k),  # type: ignore[misc]
+                 lambda t, s, k, rl=rules, tb=table: consume_decrypting(client, rl, tb, t, s, k),  # type: ignore[misc]
                  recs, expected, "", "")
         )  # fmt: skip
     for side in sides:
