@@ -313,11 +313,10 @@ class DecryptingConsumer:
         """Up to ``limit`` raw messages: the local buffer's first, else what librdkafka has within ``wait``."""
         if self._buffer:
             return [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
-        self._revoked.clear()
-        msgs = list(self._consumer.consume(limit, wait))  # may run a rebalance callback
-        if self._revoked:  # those partitions moved to another member, which starts at the committed offset
-            msgs = [m for m in msgs if (m.topic(), m.partition()) not in self._revoked]
-        return msgs
+        # A rebalance callback may run inside this call; librdkafka then discards what it had fetched for
+        # the old assignment, so every message returned belongs to the current one (the callbacks have
+        # already dropped this consumer's own buffered messages of the moved partitions).
+        return list(self._consumer.consume(limit, wait))
 
     def _store_finished(self, finished: dict[tuple[str, int], int]) -> None:
         offsets = [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in finished.items()]
