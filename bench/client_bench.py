@@ -1,6 +1,7 @@
 """Client-library throughput beside plain confluent-kafka and the real Kroxylicious proxy, in one run.
 
 Usage: .venv/bin/python bench/client_bench.py [--records N] [--subjects S] [--many-subjects M] [--rounds R]
+       [--many-records K]
 
 Started here: one Kafka broker, OpenBao (dev, Transit) and the real Kroxylicious 0.12 proxy in front of
 the broker with record encryption and its Vault KMS on OpenBao (the launcher the recovery tests use,
@@ -14,7 +15,8 @@ idempotence, lz4, read_committed). Sides, per round and in a rotating order:
 * ``value``: ``EncryptingProducer.produce_batch`` (1,000 ``ProducerRecord`` per call) and
   ``DecryptingConsumer.consume(500)``, whole value.
 * ``fields``: the same, 3 JSON fields (``strongroom.demo.data.PII_PATHS``).
-* ``value-many``: the ``value`` side over M subjects (its own record set and producer).
+* ``value-many``: the ``value`` side over M subjects, K records (default M: every subject once per
+  round), with its own producer and key table (as a process of its own).
 
 Keys exist before the timed rounds (steady state; creating them is timed once). Each side writes to one
 topic across rounds and each round reads back exactly the records it wrote. One untimed warm-up round
@@ -216,11 +218,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--subjects", type=int, default=2_000)
     parser.add_argument("--many-subjects", type=int, default=100_000)
+    parser.add_argument("--many-records", type=int, default=0, help="records of value-many (default: one per subject)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     n = args.records
     records = make_records(n, args.subjects)
-    many = make_records(n, args.many_subjects)
+    many = make_records(args.many_records or args.many_subjects, args.many_subjects)
     mb = sum(len(v) for _, v in records) / 1e6
     print(f"{n} records, {mb / n * 1e6:.0f} bytes/value avg, {args.subjects} subjects "
           f"({args.many_subjects} for value-many), {args.rounds} rounds", flush=True)  # fmt: skip
@@ -296,7 +299,11 @@ def build_sides(
 
 
 def report(sides: list[Side], n: int, mb: float, subjects: int, many_subjects: int, keys_per_s: float) -> None:
-    rps = {(side.name, what): n / statistics.median(times) for side in sides for what, times in side.times.items()}
+    rps = {
+        (side.name, what): len(side.records) / statistics.median(times)
+        for side in sides
+        for what, times in side.times.items()
+    }
     print("medians of rounds:")
     for (name, what), value in rps.items():
         print(f"  {what:8} {name:13} {value:10,.0f} records/s  {value * mb / n:7.1f} MB/s")
