@@ -148,6 +148,7 @@ class Side:
     read_topic: str
     times: dict[str, list[float]] = field(default_factory=lambda: {"produce": [], "consume": []})
     at_rest_checked: bool = False
+    raw_consume: Callable[[str, dict[int, int], int], list[bytes]] = lambda t, s, k: []
 
 
 def run_side(side: Side, cluster: KafkaCluster, timed: bool) -> None:
@@ -164,9 +165,18 @@ def run_side(side: Side, cluster: KafkaCluster, timed: bool) -> None:
         raw = read_raw(cluster, side.read_topic, starts)
         assert raw not in {v for _, v in side.records[:BATCH]}, f"{side.name}: the broker holds plaintext"
         side.at_rest_checked = True
+    raw_s = None
+    if side.name == "value":  # the same ciphertext read by the plain consumer: the bytes' share of the cost
+        t3 = time.perf_counter()
+        raw_values = side.raw_consume(side.read_topic, starts, n)
+        raw_s = time.perf_counter() - t3
+        assert len(raw_values) == n, f"raw read {len(raw_values)} of {n}"
+        assert all(v[0] == 0xF5 for v in raw_values), "the raw read is not the envelopes"
     if timed:
         side.times["produce"].append(t1 - t0)
         side.times["consume"].append(t2 - t1)
+        if raw_s is not None:
+            side.times["consume ciphertext plainly"] = [*side.times.get("consume ciphertext plainly", []), raw_s]
         print(f"  {side.name:13} produce {n / (t1 - t0):9,.0f}/s   consume {n / (t2 - t1):9,.0f}/s", flush=True)
 
 
@@ -288,6 +298,7 @@ def build_sides(
                  lambda t, s, k, rl=rules, tb=table: consume_decrypting(client, rl, tb, t, s, k),  # type: ignore[misc]
                  recs, expected, "", "")
         )  # fmt: skip
+    sides[2].raw_consume = lambda t, s, k: consume_plain(client.consumer("x"), t, s, k)
     for side in sides:
         topic = f"bench-{side.name}-{uuid.uuid4().hex[:6]}"
         encrypted = side.name not in ("plain", "kroxylicious")
@@ -321,7 +332,8 @@ def report(sides: list[Side], n: int, mb: float, subjects: int, many_subjects: i
     print(
         f"RESULT client-consume ratio={value_c / plain_c:.3f} fields_ratio={fields_c / plain_c:.3f} "
         f"many_subjects_ratio={many_c / value_c:.3f} consume_rps={value_c:.0f} plain_consume_rps={plain_c:.0f} "
-        f"fields_consume_rps={fields_c:.0f} many_consume_rps={many_c:.0f}"
+        f"fields_consume_rps={fields_c:.0f} many_consume_rps={many_c:.0f} "
+        f"ciphertext_plain_consume_rps={rps['value', 'consume ciphertext plainly']:.0f}"
     )
     print(
         f"RESULT client-vs-kroxylicious ratio={value_p / krox_p:.3f} consume_ratio={value_c / krox_c:.3f} "
