@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer, TopicPartition
 
+from strongroom.clients.batch_open import KeyCiphers, OpenTarget, open_simple, open_target
 from strongroom.clients.errors import ClientClosed, DecryptFailed, DeliveryFailed, KmsOutage
 from strongroom.clients.records import (
     DEAD_LETTER_REASON,
@@ -169,6 +170,9 @@ class DecryptingConsumer:
         )
         self._consumer = build_consumer(self.config)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
+        #: The batch path (:mod:`strongroom.clients.batch_open`): per topic, and the subject keys' ciphers.
+        self._open_targets: dict[str, OpenTarget | None] = {}
+        self._ciphers = KeyCiphers.shared(key_table)
         self._holds: dict[tuple[str, int], _Hold] = {}
         #: Messages taken from librdkafka but not handled yet (dropped for a partition that seeks).
         self._buffer: deque[Any] = deque()
@@ -273,11 +277,22 @@ class DecryptingConsumer:
         return msg
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[DecryptedMessage]:
-        """Up to ``num_messages`` records within ``timeout`` (a batch of :meth:`poll` calls)."""
+        """Up to ``num_messages`` records within ``timeout``: the batch path for simple records
+        (:mod:`strongroom.clients.batch_open`), :meth:`poll` for every other one, in partition order."""
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         out: list[DecryptedMessage] = []
         while len(out) < num_messages:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._holds and not self._waits:
+                wait = _IDLE_SLICE if remaining is None else remaining
+                before = len(out)
+                fetched = self._consume_simple(num_messages - before, wait, out)
+                if len(out) > before:
+                    continue
+                if not fetched and not self._buffer:
+                    if deadline is None or time.monotonic() < deadline:
+                        continue
+                    break
             try:
                 msg = self.poll(remaining)
             except StrongroomError:
@@ -288,6 +303,51 @@ class DecryptingConsumer:
                 break
             out.append(msg)
         return out
+
+    def _consume_simple(self, limit: int, wait: float, out: list[DecryptedMessage]) -> int:
+        """Open the simple records at the head of the stream in one pass; what follows the first other
+        one goes back to the local buffer for :meth:`poll`. The number of records taken."""
+        self.table.check_alive()  # a table that stopped reading cannot vouch for cached keys
+        msgs = self._take(limit, wait)
+        if not msgs:
+            return 0
+        finished: dict[tuple[str, int], int] = {}
+        opened = open_simple(msgs, self._open_target, self._ciphers, out, finished)
+        if opened < len(msgs):
+            self._buffer.extendleft(reversed(msgs[opened:]))
+        if finished:
+            self.counters["decrypted"] += opened
+            self._store_finished(finished)
+        return len(msgs)
+
+    def _take(self, limit: int, wait: float) -> list[Any]:
+        """Up to ``limit`` raw messages: the local buffer's first, else what librdkafka has within ``wait``."""
+        if self._buffer:
+            return [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
+        # A rebalance callback may run inside this call; librdkafka then discards what it had fetched for
+        # the old assignment, so every message returned belongs to the current one (the callbacks have
+        # already dropped this consumer's own buffered messages of the moved partitions).
+        return list(self._consumer.consume(limit, wait))
+
+    def _store_finished(self, finished: dict[tuple[str, int], int]) -> None:
+        offsets = [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in finished.items()]
+        try:
+            self._consumer.store_offsets(offsets=offsets)
+        except KafkaException as exc:  # a partition was revoked meanwhile: its new owner re-reads it
+            log.warning("cannot store offsets %s: %s", offsets, exc)
+
+    def _open_target(self, topic: str) -> OpenTarget | None:
+        if topic in self._open_targets:
+            return self._open_targets[topic]
+        try:
+            codec, bound = self._codec_for(topic)
+        except StrongroomError:
+            return None  # the per-record path raises it, after seeking back to the record
+        target = None
+        if codec.rule.subject.source == "key" and codec.schema is None:  # schema mode: the per-record path
+            target = open_target(codec.marker, bound, codec if codec.fields is not None else None)
+        self._open_targets[topic] = target
+        return target
 
     # ------------------------------------------------------------------ commit / close
     def commit(
@@ -368,6 +428,14 @@ class DecryptingConsumer:
         tp = (topic, partition)
         if tp in self._holds:
             return None  # fetched before the pause; it comes again when the partition resumes
+        if not self._waits and self._open_target(topic) is not None:
+            self.table.check_alive()
+            simple: list[DecryptedMessage] = []
+            finished: dict[tuple[str, int], int] = {}
+            if open_simple((msg,), self._open_target, self._ciphers, simple, finished):
+                self.counters["decrypted"] += 1
+                self._store_finished(finished)
+                return simple[0]
         headers: list[Header] = msg.headers() or []  # confluent-kafka gives (str, bytes | None) tuples
         try:
             codec, bound = self._codec_for(topic)

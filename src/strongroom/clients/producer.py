@@ -26,10 +26,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from confluent_kafka import KafkaException
 
+from strongroom.clients.batch_seal import ENVELOPE_OVERHEAD, SealItem, SubjectSealers
 from strongroom.clients.errors import ClientClosed, DeliveryFailed, RecordRejected
 from strongroom.clients.records import (
     DEAD_LETTER_REASON,
@@ -41,11 +42,15 @@ from strongroom.clients.records import (
     normalize_headers,
 )
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
+from strongroom.envelope.ids import AadProfile
+from strongroom.errors import EnvelopeError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
 from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
+from strongroom.keys.records import MAX_SUBJECT_BYTES
+from strongroom.keys.table import SubjectKey
 from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules
@@ -88,6 +93,21 @@ class ProducerRecord:
     on_delivery: DeliveryCallback | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _SimpleTarget:
+    """How the batch path writes a source topic's records."""
+
+    out_topic: str
+    profile: AadProfile
+    #: The largest plaintext value the batch path takes (whole value: whose envelope still fits).
+    limit: int
+    #: The output topic's own limit (field mode checks the sealed document against it).
+    topic_limit: int
+    codec: RuleCodec
+    #: The marker header, the only header of a record on the batch path (as confluent-kafka types it).
+    headers: list[tuple[str, str | bytes | None]]
+
+
 @dataclass(slots=True)
 class _Plan:
     """A record after checking and sealing, before it is handed to librdkafka."""
@@ -121,7 +141,7 @@ class EncryptingProducer:
         dead_letter_topic: str | None = None,
         transactional_id: str | None = None,
         create_topics: bool = True,
-        key_cache_size: int = 10_000,
+        key_cache_size: int = 100_000,
         key_cache_ttl_s: float = 30.0,
         kms_outage_wait_s: float = 60.0,
         registry: CollectorRegistry | None = None,
@@ -146,6 +166,12 @@ class EncryptingProducer:
         self._producer = build_producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
         self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
+        #: The batch path's per-subject precomputation (:mod:`strongroom.clients.batch_seal`).
+        self._sealers = SubjectSealers(max(key_cache_size, 1))
+        key_manager.table.add_erasure_listener(self._sealers.on_erasure)
+        #: source topic → (output topic, AAD profile, value limit, marker headers), or None when its
+        #: records always take the per-record path (field mode, subject not in the key).
+        self._simple_targets: dict[str, _SimpleTarget | None] = {}
         self._lock = threading.Lock()
         self._delivery_errors: list[str] = []
         self._closed = False
@@ -185,7 +211,11 @@ class EncryptingProducer:
         the batch is produced and :class:`RecordRejected` names it.
         """
         self._check_open()
-        plans = self._plan(list(records))
+        batch = list(records)
+        fast = self._produce_simple(batch)
+        if fast is not None:
+            return fast
+        plans = self._plan(batch)
         for plan in plans:
             self._send(plan)
         self._producer.poll(0)
@@ -281,6 +311,100 @@ class EncryptingProducer:
             entry = self._codecs[topic] = (codec, rule.output_for(topic))
         return entry
 
+    # ------------------------------------------------------------------ the batch path
+    def _produce_simple(self, batch: list[ProducerRecord]) -> list[ProduceOutcome] | None:
+        """Seal and produce a batch whose every record is simple (subject in the key, no caller headers,
+        an existing key, one mode, fits the topic): per-subject work once, one pass per step. None when
+        a record needs the per-record path (:meth:`_plan`), decided before anything is produced."""
+        items = self._simple_items(batch)
+        if items is None:
+            return None
+        notices = self._sealers.notices()
+        keys = self._keys.get_or_create([item.subject for item in items], kms_wait_s=self.kms_outage_wait_s)
+        if any(type(key) is not SubjectKey for key in keys.values()):
+            return None  # a post-erasure decision: the per-record path applies the policy
+        ready = cast("dict[str, SubjectKey]", keys)
+        first = self._simple_targets[batch[0].topic]
+        assert first is not None
+        if first.codec.fields is None:
+            values: list[bytes] | None = self._sealers.seal(items, ready, notices)
+        else:
+            values = self._seal_fields(batch, items, ready)
+        if values is None:
+            return None
+        with self._lock:
+            self.counters["encrypted"] += len(batch)
+        self._send_simple(batch, values)
+        self._producer.poll(0)
+        return [ProduceOutcome.ENCRYPTED] * len(batch)
+
+    def _simple_items(self, batch: list[ProducerRecord]) -> list[SealItem] | None:
+        items: list[SealItem] = []
+        append = items.append
+        targets = self._simple_targets
+        mode = None
+        for record in batch:
+            topic, key, value = record.topic, record.key, record.value
+            target = targets[topic] if topic in targets else self._simple_target(topic)
+            if target is None or value is None or record.headers or not key or len(key) > MAX_SUBJECT_BYTES:
+                return None
+            if len(value) > target.limit or (mode is not None and target.codec.mode != mode):
+                return None
+            mode = target.codec.mode
+            try:
+                subject = key.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            append(SealItem(target.out_topic, target.profile, subject, key, value))
+        return items
+
+    def _simple_target(self, topic: str) -> _SimpleTarget | None:
+        codec, out_topic = self._codec_for(topic)
+        target = None
+        if codec.rule.subject.source == "key" and codec.schema is None:  # schema mode: the per-record path
+            topic_limit = self._topics.max_value_bytes(out_topic, topic)
+            limit = topic_limit if codec.fields is not None else topic_limit - ENVELOPE_OVERHEAD
+            target = _SimpleTarget(out_topic, codec.profile, limit, topic_limit, codec, [codec.marker])
+        self._simple_targets[topic] = target
+        return target
+
+    def _seal_fields(
+        self, batch: list[ProducerRecord], items: list[SealItem], keys: dict[str, SubjectKey]
+    ) -> list[bytes] | None:
+        """Field mode: each record's fields sealed with its subject's key; None when one cannot be (the
+        per-record path then rejects or dead-letters it with the reason)."""
+        values: list[bytes] = []
+        targets = self._simple_targets
+        for record, item in zip(batch, items, strict=True):
+            target = targets[record.topic]
+            assert target is not None
+            key = keys[item.subject]
+            try:
+                sealed = target.codec.seal_value(item.value, item.out_topic, item.subject, key.key_id, key.key)
+            except EnvelopeError:
+                return None
+            if len(sealed) > target.topic_limit:
+                return None
+            values.append(sealed)
+        return values
+
+    def _send_simple(self, batch: list[ProducerRecord], values: list[bytes]) -> None:
+        produce = self._producer.produce
+        delivered = self._delivered
+        for index, record in enumerate(batch):
+            target = self._simple_targets[record.topic]
+            assert target is not None
+            out_topic = target.out_topic
+            if record.on_delivery is None and record.timestamp is None and record.partition is None:
+                try:
+                    produce(out_topic, values[index], record.key, on_delivery=delivered, headers=target.headers)
+                    continue
+                except (BufferError, KafkaException):
+                    pass  # the general call below waits for room or names the error
+            plan = _Plan(index, record, [self._codec_for(record.topic)[0].marker], out_topic, value=values[index])
+            self._produce_plan(plan)
+
+    # ------------------------------------------------------------------ the per-record path
     def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:
         plans: list[_Plan] = []
         wanted: list[str] = []
@@ -361,11 +485,14 @@ class EncryptingProducer:
             ]
 
     def _send(self, plan: _Plan) -> None:
-        record = plan.record
         with self._lock:
             self.counters[plan.outcome.value.replace("-", "_")] += 1
         if plan.outcome is ProduceOutcome.DROPPED:
             return
+        self._produce_plan(plan)
+
+    def _produce_plan(self, plan: _Plan) -> None:
+        record = plan.record
         kwargs: dict[str, Any] = {"key": record.key, "on_delivery": self._delivery_callback(record.on_delivery)}
         kwargs["value"] = record.value if plan.outcome is ProduceOutcome.PASSTHROUGH else plan.value
         if plan.headers:

@@ -30,9 +30,12 @@ import base64
 import binascii
 import functools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring  # C-accelerated
 from typing import Any, Final, NamedTuple
+
+import orjson
 
 from strongroom.crypto.limits import DekUsage
 from strongroom.envelope.aad import RecordContext
@@ -53,6 +56,7 @@ from strongroom.envelope.keyref import KeyRef
 from strongroom.errors import EnvelopeError
 from strongroom.policies import OnErasedField
 
+_orjson_dumps: Final = orjson.dumps
 _PREFIX_LEN: Final = len(FIELD_PREFIX)
 _FIELD_PREFIX_BYTES: Final = FIELD_PREFIX.encode("ascii")
 _JSON_TYPES: Final = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
@@ -84,8 +88,16 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return document
 
 
+class _Double(float):
+    """A JSON number parsed as a double. Its own type so the fast encoder renders it as the stdlib does."""
+
+    __slots__ = ()
+
+
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_members)
+_DECODER: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, object_pairs_hook=_unique_members, parse_float=_Double
+)
 #: Raw bytes that can spell the start of an ``sr1:`` string: the prefix itself, or any JSON escape.
 _ESCAPE: Final = b"\\u"
 
@@ -97,6 +109,27 @@ def _dumps(value: Any) -> str:
         return _ENCODER.encode(value)
     except ValueError:
         raise NotJson("value contains a number that does not fit a double (like 1e400)") from None
+
+
+def _double_text(value: Any) -> orjson.Fragment:
+    """orjson's ``default`` for doubles: ``float.__repr__``, exactly what the stdlib encoder writes."""
+    if type(value) is _Double and math.isfinite(value):
+        return orjson.Fragment(float.__repr__(value).encode("ascii"))
+    raise TypeError("left to the stdlib encoder")
+
+
+def _json_bytes(value: Any) -> bytes:
+    """The canonical UTF-8 JSON text of ``value`` (compact, non-ASCII as is, stdlib number spelling).
+
+    orjson writes it (byte-identical to ``_ENCODER`` for strings, integers, booleans, null, arrays and
+    objects, and doubles through :func:`_double_text`); anything it refuses (integers beyond 64 bits,
+    non-finite numbers, lone surrogates, very deep nesting) goes to the stdlib encoder, which writes the
+    same bytes or raises the precise :class:`NotJson`.
+    """
+    try:
+        return _orjson_dumps(value, default=_double_text)
+    except TypeError:
+        return _utf8(_dumps(value))
 
 
 def _utf8(text: str) -> bytes:
@@ -131,7 +164,7 @@ def load_json_object(value: bytes) -> dict[str, Any]:
         kind = "null" if document is None else _JSON_TYPES.get(type(document), "boolean")
         raise NotJsonObject(f"value is a JSON {kind}, not an object")
     if _ESCAPE in value:
-        _utf8(_dumps(document))  # a lone surrogate escape anywhere is refused, written back or not
+        _json_bytes(document)  # a lone surrogate escape anywhere is refused, written back or not
     return document
 
 
@@ -277,10 +310,10 @@ def encrypt_json_fields(
         if is_sealed_text(current):
             _verify_presealed(value, current, dek, ctx, path)
             continue
-        envelope = seal(_utf8(_dumps(current)), dek, key_ref, ctx, path, usage=usage)
+        envelope = seal(_json_bytes(current), dek, key_ref, ctx, path, usage=usage)
         container[slot] = FIELD_PREFIX + base64.b64encode(envelope).decode("ascii")
         changed = True
-    return _utf8(_dumps(document)) if changed else value
+    return _json_bytes(document) if changed else value
 
 
 def _refuse_strays(document: dict[str, Any], targets: set[tuple[int, Any]]) -> None:
@@ -354,7 +387,7 @@ def decrypt_json_fields(
         replacements.append((field.container, field.slot, _open_field(parsed, dek, ctx, field.path, topic_map)))
     for container, slot, plain in replacements:
         container[slot] = plain
-    return _utf8(_dumps(doc.document))
+    return _json_bytes(doc.document)
 
 
 def _open_field(

@@ -378,6 +378,10 @@ class KeyTable:
         self._check_alive()
         self.follower.wait_caught_up(timeout)
 
+    def check_alive(self) -> None:
+        """Raise when the table is closed or stopped reading: a cache in front of it must not answer then."""
+        self._check_alive()
+
     def _check_alive(self) -> None:
         if self._closed:
             raise KeyTableClosed(f"the key table of {self.topic!r} is closed")

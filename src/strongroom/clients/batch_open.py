@@ -1,0 +1,278 @@
+"""The consumer's batch path: open many whole-value records in one pass, keys resolved per batch.
+
+:meth:`strongroom.clients.sealing.RuleCodec.open` judges every record shape (no marker, the other
+mode's marker, subjects outside the key, field mode, erased, pending, KMS down, tampered) and turns
+each into an :class:`~strongroom.clients.sealing.Outcome`. Most records of a healthy topic are one
+shape: this rule's marker as the only ``strongroom.enc`` header, a SUBJECT_KEY envelope, the subject
+in the key, a key the table has, a tag that verifies. :func:`open_simple` opens those with nothing
+per record but the decryption, the AAD join and the message; at the first record of any other shape
+it stops and hands the rest to the per-record path, which judges it exactly as before (so holds,
+failures, dead letters and erasure outcomes are unchanged, and partition order is kept).
+
+:class:`KeyCiphers` keeps ``key id → AESGCM`` for the keys the batches meet (an LRU sized for the
+active subjects), filled from the key table once per key and shared by every consumer of that table;
+an erasure notice from the table empties it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from strongroom.clients.records import DecryptedMessage, Header, MessageStatus
+from strongroom.clients.sealing import Opened, RuleCodec, SubjectKeyLookup
+from strongroom.crypto.aead import CIPHERS
+from strongroom.envelope.ids import AAD_LABEL, NONCE_SIZE, RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE, AadProfile
+from strongroom.envelope.keyref import SubjectKeyRef
+from strongroom.errors import StrongroomError
+from strongroom.keys.erasure_feed import ErasureNotice
+from strongroom.keys.records import MAX_SUBJECT_BYTES
+
+#: Subject keys kept ready to decrypt with; a consumer of a busy topic meets tens of thousands. A ready
+#: ``AESGCM`` holds its OpenSSL context: ≈ 2.4 KB each, ≈ 240 MB when full.
+DEFAULT_CAPACITY: Final = 100_000
+#: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts.
+_SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
+_KEY_ID_END: Final = 4 + SUBJECT_KEY_ID_SIZE
+_HEADER_END: Final = _KEY_ID_END + 1
+_NONCE_END: Final = _HEADER_END + NONCE_SIZE
+_MIN_SIZE: Final = _NONCE_END + 16
+_EMPTY_PATH: Final = b"\x00\x00"
+_pack_u16: Final = struct.Struct(">H").pack
+_pack_u32: Final = struct.Struct(">I").pack
+
+
+class KeySource(Protocol):
+    """What :class:`KeyCiphers` needs of the key table (:class:`~strongroom.keys.KeyTable` has it)."""
+
+    def lookup(self, key_id: SubjectKeyRef, subject: str) -> bytes | None: ...
+
+    def warm(self, key_ids: Sequence[bytes]) -> int: ...
+
+    def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None: ...
+
+
+class KeyCiphers:
+    """key id → ``AESGCM`` of a subject key, least recently used out first. Thread-safe.
+
+    Filled through :meth:`KeyTable.lookup` (which answers erased and lost keys with errors; those
+    records take the per-record path). Emptied on every erasure notice of the table.
+    """
+
+    def __init__(self, table: KeySource, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.table = table
+        self.capacity = max(1, capacity)
+        self._entries: OrderedDict[bytes, AESGCM] = OrderedDict()
+        self._lock = threading.Lock()
+        self._notices = 0
+        table.add_erasure_listener(self.on_erasure)
+
+    @classmethod
+    def shared(cls, table: KeySource) -> KeyCiphers:
+        """The one instance for ``table``: every consumer of a key table shares its ready ciphers."""
+        with _SHARED_LOCK:
+            ciphers = _SHARED.get(table)
+            if ciphers is None:
+                ciphers = _SHARED[table] = cls(table)
+            return ciphers
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def on_erasure(self, notice: ErasureNotice) -> None:
+        with self._lock:
+            self._notices += 1
+            self._entries.clear()
+
+    def get(self, key_id: bytes) -> AESGCM | None:
+        entries = self._entries
+        cipher = entries.get(key_id)
+        if cipher is not None:
+            try:
+                entries.move_to_end(key_id)
+            except KeyError:  # cleared by an erasure notice meanwhile: ask the table again
+                return None
+        return cipher
+
+    def load(self, key_id: bytes, subject: str) -> AESGCM | None:
+        """The cipher of ``key_id`` from the table; None when the table does not simply have it
+        (pending, erased, lost, KMS down: the per-record path says which)."""
+        notices = self._notices
+        try:
+            dek = self.table.lookup(SubjectKeyRef.trusted(key_id), subject)
+        except StrongroomError:
+            return None
+        if dek is None:
+            return None
+        cipher = CIPHERS.get(dek)
+        with self._lock:
+            if notices == self._notices:  # no erasure since the lookup: safe to keep
+                self._entries[key_id] = cipher
+                if len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+        return cipher
+
+    def warm(self, key_ids: Sequence[bytes]) -> None:
+        """Load the table's cache for the keys of a batch that are not here, in few store queries."""
+        missing = [k for k in dict.fromkeys(key_ids) if k not in self._entries]
+        if missing:
+            with contextlib.suppress(StrongroomError):  # each record's own lookup reports it
+                self.table.warm(missing)
+
+
+_SHARED: Final[weakref.WeakKeyDictionary[KeySource, KeyCiphers]] = weakref.WeakKeyDictionary()
+_SHARED_LOCK: Final = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTarget:
+    """How the batch path opens the records of one physical topic (None when it never can)."""
+
+    #: The marker header this rule's records carry first.
+    marker: Header
+    #: u16 length ‖ bound topic, by AAD profile id (PORTABLE binds the empty topic).
+    topic_parts: tuple[bytes, ...]
+    #: The topic the ciphertext is bound to (the logical name of a mirrored topic).
+    bound_topic: str
+    #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
+    fields_codec: RuleCodec | None = None
+
+
+def open_target(marker: Header, bound_topic: str, fields_codec: RuleCodec | None = None) -> OpenTarget:
+    topic = bound_topic.encode("utf-8")
+    parts = [b""] * (max(AadProfile) + 1)
+    parts[AadProfile.TOPIC] = _pack_u16(len(topic)) + topic
+    parts[AadProfile.PORTABLE] = _pack_u16(0)
+    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec)
+
+
+MessageFactory = Callable[[Any, bytes, list[Header], str], DecryptedMessage]
+
+
+def open_simple(
+    msgs: Sequence[Any],
+    target_of: Callable[[str], OpenTarget | None],
+    ciphers: KeyCiphers,
+    out: list[DecryptedMessage],
+    finished: dict[tuple[str, int], int],
+) -> int:
+    """Open ``msgs`` in order while they are simple; the index of the first that is not (``len(msgs)``
+    when all were). Opened messages go to ``out``; ``finished`` gets each partition's last opened offset."""
+    warmed = False
+    append = out.append
+    new_message = fast_message
+    for index, msg in enumerate(msgs):
+        if msg.error() is not None:
+            return index
+        topic = msg.topic()
+        target = target_of(topic)
+        headers = msg.headers()
+        value = msg.value()
+        key = msg.key()
+        if target is not None and target.fields_codec is not None:
+            opened = _open_fields(target, key, value, headers, ciphers.table.lookup)
+            if opened is None:
+                return index
+            append(new_message(msg, *opened))
+            finished[(topic, msg.partition())] = msg.offset()
+            continue
+        if (
+            target is None
+            or not headers
+            or headers[0] != target.marker
+            or value is None
+            or len(value) < _MIN_SIZE
+            or value[:4] != _SUBJECT_KEY_PREFIX
+            or not key
+            or len(key) > MAX_SUBJECT_BYTES
+        ):
+            return index
+        rest = headers[1:]
+        if rest and any(name == RECORD_HEADER_NAME for name, _ in rest):
+            return index
+        profile = value[_KEY_ID_END]
+        if profile >= len(target.topic_parts) or not target.topic_parts[profile]:
+            return index
+        try:
+            subject = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return index
+        key_id = value[4:_KEY_ID_END]
+        cipher = ciphers.get(key_id)
+        if cipher is None:
+            if not warmed:
+                warmed = True
+                ciphers.warm([m.value()[4:_KEY_ID_END] for m in msgs[index:] if _looks_sealed(m.value())])
+            cipher = ciphers.load(key_id, subject)
+            if cipher is None:
+                return index
+        aad = b"".join(
+            (AAD_LABEL, value[:_HEADER_END], target.topic_parts[profile], _pack_u32(len(key)), key, _EMPTY_PATH)
+        )
+        try:
+            plain = cipher.decrypt(value[_HEADER_END:_NONCE_END], memoryview(value)[_NONCE_END:], aad)
+        except InvalidTag:
+            return index  # the per-record path names what is wrong with it
+        append(new_message(msg, plain, rest, subject))
+        finished[(topic, msg.partition())] = msg.offset()
+    return len(msgs)
+
+
+def _open_fields(
+    target: OpenTarget, key: bytes | None, value: bytes | None, headers: list[Header], lookup: SubjectKeyLookup
+) -> tuple[bytes, list[Header], str] | None:
+    """A field-mode record opened by its codec when that is all it needs (no erased field, nothing odd)."""
+    if not headers or headers[0] != target.marker:
+        return None
+    assert target.fields_codec is not None
+    try:
+        outcome = target.fields_codec.open(key, value, headers, target.bound_topic, lookup)
+    except StrongroomError:
+        return None  # the per-record path raises it, after seeking back to the record
+    if type(outcome) is not Opened or outcome.erased_fields:
+        return None
+    return outcome.value, outcome.headers, outcome.subject
+
+
+def _looks_sealed(value: bytes | None) -> bool:
+    return value is not None and len(value) >= _MIN_SIZE and value[:4] == _SUBJECT_KEY_PREFIX
+
+
+_FIELDS: Final = tuple(DecryptedMessage.__dataclass_fields__)
+_ORDER: Final = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "timestamp_type",
+                  "leader_epoch", "status", "subject", "erased_fields")  # fmt: skip
+assert _FIELDS == _ORDER, "fast_message sets the fields in this order"
+_SETTERS: Final = tuple(DecryptedMessage.__dict__[name].__set__ for name in _FIELDS)
+_new: Final = object.__new__
+_DECRYPTED: Final = MessageStatus.DECRYPTED
+
+
+def fast_message(msg: Any, value: bytes, headers: list[Header], subject: str) -> DecryptedMessage:
+    """``DecryptedMessage(...)`` of a decrypted record, built through the slots (a frozen dataclass's
+    ``__init__`` costs as much as the decryption). Equal to what the constructor builds."""
+    ts_type, ts = msg.timestamp()
+    message: DecryptedMessage = _new(DecryptedMessage)
+    (s_topic, s_partition, s_offset, s_key, s_value, s_headers, s_ts, s_ts_type, s_epoch, s_status, s_subject,
+     s_erased) = _SETTERS  # fmt: skip
+    s_topic(message, msg.topic())
+    s_partition(message, msg.partition())
+    s_offset(message, msg.offset())
+    s_key(message, msg.key())
+    s_value(message, value)
+    s_headers(message, headers)
+    s_ts(message, None if ts_type == 0 else ts)
+    s_ts_type(message, ts_type)
+    s_epoch(message, msg.leader_epoch())
+    s_status(message, _DECRYPTED)
+    s_subject(message, subject)
+    s_erased(message, False)
+    return message

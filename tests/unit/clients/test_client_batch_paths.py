@@ -1,0 +1,268 @@
+"""The producer's and consumer's batch paths write and read exactly what the per-record paths do.
+
+Real envelopes and real confluent-kafka ``Message`` objects; the key source is an in-memory stand-in
+for the key table's lookup contract (as in test_client_sealing.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from confluent_kafka import Message
+
+from strongroom.clients.batch_open import KeyCiphers, fast_message, open_simple, open_target
+from strongroom.clients.batch_seal import ENVELOPE_OVERHEAD, SealItem, SubjectSealers
+from strongroom.clients.records import DecryptedMessage, MessageStatus
+from strongroom.clients.sealing import Opened, RuleCodec
+from strongroom.crypto.nonces import fixed_nonces_for_vectors
+from strongroom.envelope import AadProfile, RecordContext, SubjectErased, SubjectKeyRef, decrypt_value, seal
+from strongroom.keys.erasure_feed import ErasureNotice
+from strongroom.keys.table import SubjectKey
+from strongroom.rules import TopicRule
+
+RULE = TopicRule(topic="orders")
+PORTABLE_RULE = TopicRule.model_validate({"topic": "orders", "aad_profile": "portable"})
+
+
+def subject_key(subject: str) -> SubjectKey:
+    return SubjectKey(subject=subject, key_id=os.urandom(16), key=os.urandom(32))
+
+
+def item(subject: str, value: bytes, profile: AadProfile = AadProfile.TOPIC, topic: str = "orders.enc") -> SealItem:
+    return SealItem(topic, profile, subject, subject.encode(), value)
+
+
+# ------------------------------------------------------------------------------------------ sealing
+@pytest.mark.parametrize("profile", [AadProfile.TOPIC, AadProfile.PORTABLE])
+def test_batch_seal_writes_byte_for_byte_what_the_envelope_codec_writes(profile: AadProfile) -> None:
+    keys = {s: subject_key(s) for s in ("c-1", "c-2", "é-3")}
+    items = [item(s, b'{"n": %d}' % i, profile) for i, s in enumerate(["c-1", "c-2", "c-1", "é-3"])]
+    nonces = [bytes([i]) * 12 for i in range(1, len(items) + 1)]
+    sealers = SubjectSealers()
+    with fixed_nonces_for_vectors(nonces):
+        batch = sealers.seal(items, keys, sealers.notices())
+    with fixed_nonces_for_vectors(nonces):
+        expected = [
+            seal(it.value, keys[it.subject].key, SubjectKeyRef(keys[it.subject].key_id),
+                 RecordContext(it.out_topic, it.subject_bytes, profile))
+            for it in items
+        ]  # fmt: skip
+    assert batch == expected
+    assert all(len(env) == len(it.value) + ENVELOPE_OVERHEAD for env, it in zip(batch, items, strict=True))
+
+
+def test_batch_seal_draws_a_fresh_random_nonce_per_record_and_each_opens() -> None:
+    key = subject_key("c-1")
+    items = [item("c-1", b"same value")] * 50
+    sealers = SubjectSealers()
+    envelopes = sealers.seal(items, {"c-1": key}, sealers.notices())
+    assert len({env[21:33] for env in envelopes}) == 50
+    ctx = RecordContext("orders.enc", b"c-1")
+    assert {decrypt_value(env, lambda _: key.key, ctx) for env in envelopes} == {b"same value"}
+    with pytest.raises(Exception, match="does not belong"):  # bound to topic and subject
+        decrypt_value(envelopes[0], lambda _: key.key, RecordContext("other.enc", b"c-1"))
+
+
+def test_sealers_are_an_lru_bounded_at_capacity() -> None:
+    keys = {f"c-{i}": subject_key(f"c-{i}") for i in range(5)}
+    sealers = SubjectSealers(capacity=3)
+    for subject in ["c-0", "c-1", "c-2", "c-0", "c-3", "c-4"]:
+        sealers.seal([item(subject, b"v")], keys, sealers.notices())
+    assert len(sealers) == 3
+    # c-0 was used again after c-1 and c-2, so c-1 and c-2 went first
+    sealers.seal([item("c-0", b"v")], keys, sealers.notices())
+    assert sealers.counters["hits"] == 2
+
+
+def test_an_erasure_notice_empties_the_sealers_and_keys_fetched_before_it_are_not_kept() -> None:
+    keys = {"c-1": subject_key("c-1")}
+    sealers = SubjectSealers()
+    before = sealers.notices()
+    sealers.seal([item("c-1", b"v")], keys, before)
+    assert len(sealers) == 1
+    sealers.on_erasure(ErasureNotice(subjects=("c-1",)))
+    assert len(sealers) == 0
+    sealers.seal([item("c-1", b"v")], keys, before)  # keys read before the notice: sealed, not cached
+    assert len(sealers) == 0
+
+
+def test_a_new_key_for_a_subject_replaces_its_prepared_sealer() -> None:
+    old, new = subject_key("c-1"), subject_key("c-1")
+    sealers = SubjectSealers()
+    sealers.seal([item("c-1", b"v")], {"c-1": old}, sealers.notices())
+    (envelope,) = sealers.seal([item("c-1", b"v")], {"c-1": new}, sealers.notices())
+    assert envelope[4:20] == new.key_id
+    assert decrypt_value(envelope, lambda _: new.key, RecordContext("orders.enc", b"c-1")) == b"v"
+
+
+# ------------------------------------------------------------------------------------------ opening
+class Keys:
+    """The key table's contract for :class:`KeyCiphers`: key, None (not arrived) or an error."""
+
+    def __init__(self, keys: dict[bytes, bytes]) -> None:
+        self.keys = keys
+        self.erased: set[bytes] = set()
+        self.listeners: list[Callable[[ErasureNotice], None]] = []
+        self.lookups = 0
+        self.warmed: list[list[bytes]] = []
+
+    def lookup(self, ref: SubjectKeyRef, subject: str) -> bytes | None:
+        self.lookups += 1
+        key_id = ref.key_id
+        if key_id in self.erased:
+            raise SubjectErased("erased")
+        return self.keys.get(key_id)
+
+    def warm(self, key_ids: Sequence[bytes]) -> int:
+        self.warmed.append(list(key_ids))
+        return 0
+
+    def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
+        self.listeners.append(listener)
+
+
+def sealed_message(codec: RuleCodec, key: SubjectKey, offset: int, value: bytes = b'{"a": 1}', **kw: Any) -> Message:
+    envelope = codec.seal_value(value, "orders.enc", key.subject, key.key_id, key.key)
+    headers = kw.pop("headers", codec.sealed_headers([("trace", b"t1")]))
+    return Message(topic="orders.enc", partition=0, offset=offset, key=key.subject.encode(), value=envelope,
+                   headers=headers, timestamp=(1, 1000 + offset), leader_epoch=4, **kw)  # fmt: skip
+
+
+def opener(codec: RuleCodec, keys: Keys) -> tuple[KeyCiphers, Callable[[str], Any]]:
+    target = open_target(codec.marker, "orders.enc")
+    return KeyCiphers(keys), lambda topic: target if topic == "orders.enc" else None
+
+
+@pytest.mark.parametrize("rule", [RULE, PORTABLE_RULE])
+def test_open_simple_gives_the_message_the_per_record_path_gives(rule: TopicRule) -> None:
+    codec = RuleCodec(rule)
+    key = subject_key("c-1")
+    msgs = [sealed_message(codec, key, offset) for offset in range(3)]
+    keys = Keys({key.key_id: key.key})
+    ciphers, target_of = opener(codec, keys)
+    out: list[DecryptedMessage] = []
+    finished: dict[tuple[str, int], int] = {}
+    assert open_simple(msgs, target_of, ciphers, out, finished) == 3
+    assert finished == {("orders.enc", 0): 2}
+    assert keys.lookups == 1  # one table lookup for the key, then its cipher is ready
+    for msg, got in zip(msgs, out, strict=True):
+        outcome = codec.open(msg.key(), msg.value(), msg.headers(), "orders.enc", lambda ref, s: key.key)
+        assert isinstance(outcome, Opened)
+        ts_type, ts = msg.timestamp()
+        expected = DecryptedMessage(
+            topic="orders.enc", partition=0, offset=msg.offset(), key=b"c-1", value=outcome.value,
+            headers=outcome.headers, timestamp=ts, timestamp_type=ts_type, leader_epoch=4,
+            status=MessageStatus.DECRYPTED, subject="c-1", erased_fields=False,
+        )  # fmt: skip
+        assert got == expected
+        assert got.value == b'{"a": 1}'
+        assert got.headers == [("trace", b"t1")]
+
+
+def test_fast_message_equals_the_constructor() -> None:
+    msg = Message(topic="t", partition=2, offset=9, key=None, value=b"x", timestamp=(0, -1))
+    built = fast_message(msg, b"plain", [("h", None)], "s")
+    assert built == DecryptedMessage("t", 2, 9, None, b"plain", [("h", None)], None, 0, None,
+                                     MessageStatus.DECRYPTED, "s", False)  # fmt: skip
+    with pytest.raises(AttributeError):
+        built.value = b"other"  # type: ignore[misc]
+
+
+def tampered(msg: Message) -> Message:
+    value = bytearray(msg.value() or b"")
+    value[-1] ^= 1
+    return Message(topic=msg.topic(), partition=0, offset=msg.offset(), key=msg.key(), value=bytes(value),
+                   headers=msg.headers(), timestamp=msg.timestamp())  # fmt: skip
+
+
+def like(msg: Message, **changes: Any) -> Message:
+    """``msg`` with some of its parts replaced."""
+    parts = {"topic": msg.topic(), "partition": 0, "offset": msg.offset(), "key": msg.key(), "value": msg.value(),
+             "headers": msg.headers()}  # fmt: skip
+    return Message(**{**parts, **changes})
+
+
+def variants(codec: RuleCodec, key: SubjectKey) -> dict[str, Message]:
+    good = sealed_message(codec, key, 1)
+    envelope = good.value() or b""
+    return {
+        "no marker": like(good, headers=[("trace", b"t1")]),
+        "marker not first": like(good, headers=[("trace", b"t1"), codec.marker]),
+        "second marker": like(good, headers=[codec.marker, (codec.marker[0], b"\x01\x02")]),
+        "fields marker": like(good, headers=[(codec.marker[0], b"\x01\x02")]),
+        "tampered": like(good, value=envelope[:-1] + bytes([envelope[-1] ^ 1])),
+        "null key": like(good, key=None),
+        "other subject": like(good, key=b"c-2"),
+        "not an envelope": like(good, value=b'{"a": 1}'),
+        "unknown profile": like(good, value=envelope[:20] + b"\x07" + envelope[21:]),
+        "other topic": like(good, topic="else"),
+    }
+
+
+@pytest.mark.parametrize("shape", list(variants(RuleCodec(RULE), subject_key("c-1"))))
+def test_open_simple_stops_at_the_first_record_of_any_other_shape(shape: str) -> None:
+    codec = RuleCodec(RULE)
+    key = subject_key("c-1")
+    first = sealed_message(codec, key, 0)
+    odd = variants(codec, key)[shape]
+    last = sealed_message(codec, key, 2)
+    ciphers, target_of = opener(codec, Keys({key.key_id: key.key}))
+    out: list[DecryptedMessage] = []
+    finished: dict[tuple[str, int], int] = {}
+    assert open_simple([first, odd, last], target_of, ciphers, out, finished) == 1
+    assert [m.offset for m in out] == [0]
+    assert finished == {("orders.enc", 0): 0}
+
+
+@pytest.mark.parametrize("state", ["pending", "erased"])
+def test_open_simple_leaves_keys_the_table_does_not_simply_have_to_the_per_record_path(state: str) -> None:
+    codec = RuleCodec(RULE)
+    key = subject_key("c-1")
+    keys = Keys({} if state == "pending" else {key.key_id: key.key})
+    if state == "erased":
+        keys.erased.add(key.key_id)
+    ciphers, target_of = opener(codec, keys)
+    out: list[DecryptedMessage] = []
+    assert open_simple([sealed_message(codec, key, 0)], target_of, ciphers, out, {}) == 0
+    assert out == []
+    assert len(ciphers) == 0
+    assert keys.warmed == [[key.key_id]]  # the batch's keys are loaded together first
+
+
+def test_key_ciphers_forget_everything_on_an_erasure_notice_and_stay_bounded() -> None:
+    codec = RuleCodec(RULE)
+    subjects = [subject_key(f"c-{i}") for i in range(4)]
+    keys = Keys({k.key_id: k.key for k in subjects})
+    ciphers = KeyCiphers(keys, capacity=2)
+    target = open_target(codec.marker, "orders.enc")
+    out: list[DecryptedMessage] = []
+    msgs = [sealed_message(codec, k, i) for i, k in enumerate(subjects)]
+    assert open_simple(msgs, lambda _: target, ciphers, out, {}) == 4
+    assert len(ciphers) == 2
+    (listener,) = keys.listeners
+    keys.erased.add(subjects[3].key_id)
+    listener(ErasureNotice(key_ids=(subjects[3].key_id,)))
+    assert len(ciphers) == 0
+    assert open_simple([msgs[3]], lambda _: target, ciphers, out, {}) == 0  # erased: not opened from a cache
+
+
+FIELDS_RULE = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.total"]})
+
+
+def test_open_simple_opens_field_mode_records_as_the_codec_does_and_leaves_erased_fields_to_it() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    key, gone = subject_key("c-1"), subject_key("c-1")
+    doc = b'{"id": 1, "email": "ann@example.com", "total": 1e16, "note": "\\u00e9"}'
+    msgs = [sealed_message(codec, key, 0, doc), sealed_message(codec, gone, 1, doc)]
+    keys = Keys({key.key_id: key.key, gone.key_id: gone.key})
+    keys.erased.add(gone.key_id)
+    target = open_target(codec.marker, "orders.enc", codec)
+    out: list[DecryptedMessage] = []
+    finished: dict[tuple[str, int], int] = {}
+    assert open_simple(msgs, lambda _: target, KeyCiphers(keys), out, finished) == 1
+    assert out[0].value == b'{"id":1,"email":"ann@example.com","total":1e+16,"note":"\xc3\xa9"}'
+    assert out[0].headers == [("trace", b"t1")]
+    assert finished == {("orders.enc", 0): 0}

@@ -1,0 +1,65 @@
+"""Field mode writes JSON with orjson; the bytes must be the stdlib encoder's, byte for byte.
+
+The canonical rendering (compact, non-ASCII as is, ``float.__repr__`` numbers) is what the Spark side
+and the frozen vectors expect; these tests compare the fast encoder with the stdlib one on every kind
+of value a parsed document can hold, including what orjson refuses (left to the stdlib encoder).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strongroom.envelope import NotJson
+from strongroom.envelope.json_fields import _DECODER, _dumps, _json_bytes, _utf8, load_json_object
+
+
+def stdlib(value: Any) -> bytes:
+    return _utf8(_dumps(value))
+
+
+def parsed(text: str) -> Any:
+    """A value as field mode holds it: parsed by its own decoder (doubles as its double type)."""
+    return _DECODER.decode(text)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(json_values)
+def test_the_fast_encoder_writes_the_stdlib_bytes_for_any_parsed_value(value: Any) -> None:
+    document = parsed(json.dumps(value))
+    assert _json_bytes(document) == stdlib(document)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e16", "1e-07", "0.1", "-0.0", "1.7976931348623157e308", "5e-324", "123456789012345678901234567890",
+        "18446744073709551615", "-9223372036854775809", '"\\u2028\\u0000\\u001f\\u007f\\t\\"\\\\/"',
+        '{"a":[1.5,2,{"b":1e300}],"é":"日本"}', "[" * 300 + "]" * 300,
+    ],
+)  # fmt: skip
+def test_numbers_escapes_and_depth_orjson_does_not_write_like_the_stdlib(text: str) -> None:
+    document = parsed(text)
+    assert _json_bytes(document) == stdlib(document)
+
+
+def test_numbers_beyond_a_double_and_lone_surrogates_are_still_refused() -> None:
+    with pytest.raises(NotJson, match="does not fit a double"):
+        _json_bytes(parsed('{"a": 1e400}'))
+    with pytest.raises(NotJson, match="lone UTF-16 surrogate"):
+        load_json_object(b'{"a": "\\ud800"}')
