@@ -326,6 +326,18 @@ class PipelineInstruments:
             registry=r,
         )
 
+    def start(self, pipeline: str) -> None:
+        """Export the pipeline's counters at 0 from the start, so a scrape shows "no gap, no abort yet" (and
+        rate() works) rather than no series at all until the first event."""
+        for counter in (
+            self.batches,
+            self.transactions_committed,
+            self.transactions_aborted,
+            self.input_gaps,
+            self.input_gap_offsets,
+        ):
+            counter.labels(pipeline)
+
 
 # ---------------------------------------------------------------------------------------------- one per registry
 class Metrics:

@@ -352,6 +352,7 @@ class StreamingJob(Generic[ResultT]):
         metrics = metrics_for(registry)
         self.counters.pipeline = self.kind
         self.counters.instruments = metrics.pipeline
+        metrics.pipeline.start(self.kind)
         metrics.watch_records(self.kind, self.record_sample)
         self._watch_parts(metrics)
 
