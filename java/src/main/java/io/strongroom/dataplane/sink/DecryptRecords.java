@@ -102,12 +102,7 @@ final class DecryptRecords implements RecordTransform {
     }
 
     private SinkSettings.TopicPlan plan(SourceRecord record) {
-        SinkSettings.TopicPlan plan = settings.topics().get(record.topic());
-        if (plan == null) {
-            throw new IllegalStateException("no rule was resolved for source topic " + record.topic()
-                    + " (the topic appeared after the batch was planned)");
-        }
-        return plan;
+        return settings.planFor(record.topic());
     }
 
     private static String pairKey(byte[] keyId, String subject) {

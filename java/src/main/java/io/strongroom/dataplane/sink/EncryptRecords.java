@@ -87,12 +87,7 @@ final class EncryptRecords implements RecordTransform {
     }
 
     private SinkSettings.TopicPlan plan(SourceRecord record) {
-        SinkSettings.TopicPlan plan = settings.topics().get(record.topic());
-        if (plan == null) {
-            throw new IllegalStateException("no rule was resolved for source topic " + record.topic()
-                    + " (the topic appeared after the batch was planned)");
-        }
-        return plan;
+        return settings.planFor(record.topic());
     }
 
     /** A record's subject: its text and UTF-8 bytes. */

@@ -34,6 +34,16 @@ public record SinkSettings(
         int chunkRows,
         DecryptPlan decrypt) {
 
+    /** The plan of a source topic; a topic the driver did not plan for is a bug, never a record's fault. */
+    TopicPlan planFor(String topic) {
+        TopicPlan plan = topics.get(topic);
+        if (plan == null) {
+            throw new IllegalStateException("no rule was resolved for source topic " + topic
+                    + " (the topic appeared after the batch was planned)");
+        }
+        return plan;
+    }
+
     /**
      * How the records of one source topic are sealed or opened: the output topic, where the subject is,
      * the AAD profile and on_reject (encrypt), the topic the ciphertext is bound to and the rule's index
