@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 AVRO_SCHEMA = {
@@ -63,6 +63,18 @@ def customer_events(n: int, customers: int) -> list[dict[str, Any]]:
     ]
 
 
+REQUEST_TIMEOUT_S = 30
+"""confluent-kafka's registry client waits forever by default; a stalled request must fail the test instead."""
+SERIALIZER_CONF = {"subject.name.strategy": topic_subject_name_strategy}
+"""``{topic}-value`` subjects, as strongroom's docs assume. confluent-kafka 2.16's default strategy first asks
+the registry for subject associations, a Confluent-only API that Apicurio does not serve."""
+
+
+def registry_client(url: str) -> SchemaRegistryClient:
+    """confluent-kafka's registry client for a test, with a request timeout."""
+    return SchemaRegistryClient({"url": url, "timeout": REQUEST_TIMEOUT_S})
+
+
 @dataclass
 class Format:
     """One format: serialize a dict to the Confluent wire format and read it back (with the registry)."""
@@ -77,13 +89,13 @@ def make_format(name: str, client: SchemaRegistryClient, topic: str) -> Format:
     if name == "avro":
         from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 
-        avro_out = AvroSerializer(client, json.dumps(AVRO_SCHEMA))
+        avro_out = AvroSerializer(client, json.dumps(AVRO_SCHEMA), conf=SERIALIZER_CONF)
         avro_in = AvroDeserializer(client)
         return Format(name, lambda d: bytes(avro_out(d, ctx)), lambda b: dict(avro_in(b, ctx)))
     if name == "json":
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 
-        json_out = JSONSerializer(json.dumps(JSON_SCHEMA), client)
+        json_out = JSONSerializer(json.dumps(JSON_SCHEMA), client, conf=SERIALIZER_CONF)
         json_in = JSONDeserializer(json.dumps(JSON_SCHEMA))
         return Format(name, lambda d: bytes(json_out(d, ctx)), lambda b: dict(json_in(b, ctx)))
     return _protobuf(client, ctx)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from client_kit import ClientEnv, poll_all
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from schema_formats import AVRO_SCHEMA, customer_events, make_format
+from schema_formats import AVRO_SCHEMA, customer_events, make_format, registry_client
 from schema_kit_avro import avro_payload
 
 from strongroom.clients.errors import DecryptFailed, RecordRejected
@@ -43,7 +43,7 @@ def test_tagged_fields_sealed_in_place_read_back_exact_and_erased_by_policy(
 ) -> None:
     env = client_env
     topic = env.new_topic(partitions=2)
-    serde = make_format(fmt, SchemaRegistryClient({"url": schema_registry.url}), topic)
+    serde = make_format(fmt, registry_client(schema_registry.url), topic)
     registry = SchemaRegistry(schema_registry.url)
     # Avro takes the subject from a field of the record; the others from the key
     subject = {"subject": {"source": "json", "path": "$.customer_id"}} if fmt == "avro" else {}
@@ -110,7 +110,7 @@ def register_avro(client: SchemaRegistryClient, subject: str, schema: dict[str, 
 
 def bad_inputs(env: ClientEnv, registry_url: str, topic: str) -> dict[str, bytes]:
     """One record per kind of bad input, each named by what a reader should be told."""
-    client = SchemaRegistryClient({"url": registry_url})
+    client = registry_client(registry_url)
     good = make_format("avro", client, topic).serialize(customer_events(1, 1)[0])
     tagged_int = {**AVRO_SCHEMA, "name": "WithTaggedInt"}
     tagged_int["fields"] = [*AVRO_SCHEMA["fields"], {"name": "ssn", "type": "long", "confluent:tags": ["PII"]}]
@@ -159,7 +159,7 @@ def test_bad_records_in_an_encrypted_topic_fail_dead_letter_or_skip_and_are_neve
     topic = env.new_topic()
     encrypted = env.new_topic(prefix="enc")
     bad = bad_inputs(env, schema_registry.url, topic)
-    plaintext = make_format("avro", SchemaRegistryClient({"url": schema_registry.url}), topic).serialize(
+    plaintext = make_format("avro", registry_client(schema_registry.url), topic).serialize(
         customer_events(1, 1)[0]
     )
     bad["field $.email should be encrypted but holds plaintext"] = plaintext
@@ -197,7 +197,7 @@ def test_registry_down_mid_stream_waits_then_stops_and_never_skips_or_guesses(
 ) -> None:
     env = client_env
     topic = env.new_topic()
-    client = SchemaRegistryClient({"url": schema_registry.url})
+    client = registry_client(schema_registry.url)
     first_schema = make_format("avro", client, topic)
     event = customer_events(1, 1)[0]
     value_a = first_schema.serialize(event)
