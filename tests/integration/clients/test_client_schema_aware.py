@@ -159,9 +159,7 @@ def test_bad_records_in_an_encrypted_topic_fail_dead_letter_or_skip_and_are_neve
     topic = env.new_topic()
     encrypted = env.new_topic(prefix="enc")
     bad = bad_inputs(env, schema_registry.url, topic)
-    plaintext = make_format("avro", registry_client(schema_registry.url), topic).serialize(
-        customer_events(1, 1)[0]
-    )
+    plaintext = make_format("avro", registry_client(schema_registry.url), topic).serialize(customer_events(1, 1)[0])
     bad["field $.email should be encrypted but holds plaintext"] = plaintext
     env.produce_raw(encrypted, [(b"cust-0", value, [SCHEMA_MARKER]) for value in bad.values()])
     rules = schema_rule(encrypted)
