@@ -93,3 +93,10 @@ class Engine(StrEnum):
 
     PYTHON = "python"  # Arrow batches to a Python worker: the row transforms and confluent-kafka
     JVM = "jvm"  # in the executor JVM: the data plane's writer (java/, io.strongroom.dataplane.sink)
+
+
+class MissingKek(StrEnum):
+    """A rule's KEK alias that the KMS does not know (docs/key-management.md, "A KEK per topic")."""
+
+    FAIL = "fail"  # stop before anything is sealed, naming topic, alias and KMS
+    CREATE = "create"  # create the KEK in that KMS (where the KMS allows it), then go on

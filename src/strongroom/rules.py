@@ -14,7 +14,6 @@ holding plaintext of rejected records (restrict it like the source topic).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from strongroom.envelope.ids import AadProfile
 from strongroom.errors import ConfigError
-from strongroom.policies import OnReject
+from strongroom.policies import MissingKek, OnReject
+from strongroom.text import parse_secret_text
 
 TOPIC_PLACEHOLDER = "$(topic)"
 _DOTTED_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_\-]*)+$")
@@ -78,6 +78,13 @@ class TopicRule(BaseModel):
     output_topic: str = "$(topic).enc"
     #: What to do with a record the rule cannot encrypt (no subject, not JSON in field mode, too large).
     on_reject: OnReject = OnReject.FAIL
+    #: The KEK alias that wraps this rule's keys; ``$(topic)`` is the source topic (``pii-$(topic)``).
+    #: Unset: the command's ``--kek-alias``. Each KEK has its own wrapping keys (docs/shredding.md).
+    kek: str | None = None
+    #: The KMS holding that KEK: a name in the rules file's ``kms:`` section. Unset: the command's KMS.
+    kms: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: When the KEK does not exist: ``fail`` before sealing (default), or ``create`` it in the KMS.
+    missing_kek: MissingKek = MissingKek.FAIL
 
     @field_validator("fields")
     @classmethod
@@ -90,6 +97,13 @@ class TopicRule(BaseModel):
                 FieldPath.parse(path)
             except InvalidFieldPath as exc:
                 raise ValueError(exc.problem) from None
+        return value
+
+    @field_validator("kek")
+    @classmethod
+    def _kek_template(cls, value: str | None) -> str | None:
+        if value is not None and ("$(" in value.replace(TOPIC_PLACEHOLDER, "") or not value.strip()):
+            raise ValueError(f"KEK template {value!r} is invalid: the only placeholder is {TOPIC_PLACEHOLDER}")
         return value
 
     @model_validator(mode="after")
@@ -128,6 +142,10 @@ class TopicRule(BaseModel):
     def output_for(self, topic: str) -> str:
         return self.output_topic.replace(TOPIC_PLACEHOLDER, topic)
 
+    def kek_alias_for(self, topic: str, default: str) -> str:
+        """The KEK alias for ``topic``'s keys: the rule's template filled in, else ``default`` (the command's)."""
+        return default if self.kek is None else self.kek.replace(TOPIC_PLACEHOLDER, topic)
+
     def require_not_schema(self, where: str) -> None:
         """Refuse a schema-mode rule in a place that does not handle it yet (the Spark pipelines)."""
         if self.mode == "schema":
@@ -147,6 +165,21 @@ class TopicRule(BaseModel):
     @property
     def profile(self) -> AadProfile:
         return AadProfile.PORTABLE if self.aad_profile == "portable" else AadProfile.TOPIC
+
+
+def read_config_file(path: str | Path, what: str) -> Any:
+    """A JSON or YAML file's content (YAML by extension). A syntax error names the file, line and cause,
+    never the text around it: a rules file's ``kms:`` section can hold a token."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read {what} {path}: {exc}", hint="check the path and that it is UTF-8 text"
+        ) from None
+    try:
+        return parse_secret_text(text, yaml_syntax=str(path).endswith((".yaml", ".yml")))
+    except ValueError as exc:
+        raise ConfigError(f"cannot parse {what} {path}: {exc}", hint="fix the file's syntax") from None
 
 
 class EncryptionRules(BaseModel):
@@ -174,18 +207,23 @@ class EncryptionRules(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> EncryptionRules:
-        """Read rules from a JSON or YAML file (``rules: [...]``)."""
-        text = Path(path).read_text(encoding="utf-8")
-        try:
-            if str(path).endswith((".yaml", ".yml")):
-                import yaml
+        """Read rules from a JSON or YAML file (``rules: [...]``).
 
-                data = yaml.safe_load(text)
-            else:
-                data = json.loads(text)
-        except Exception as exc:  # noqa: BLE001 - any parse error becomes one clear message
-            raise ConfigError(f"cannot parse rules file {path}: {exc}", hint="fix the file's syntax") from None
+        The file's ``kms:`` section (named KMS settings, which may hold tokens) is not part of the rules:
+        rules travel to executors and into settings documents, KMS settings never do. It is read by
+        :func:`strongroom.kms.catalog.load_kms_catalog`."""
+        data = read_config_file(path, "rules file")
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k != "kms"}
         return cls.parse_obj_or_fail(data, str(path))
+
+    def exact_topics(self) -> list[str]:
+        """The topics named exactly (not by pattern), in rule order."""
+        return [rule.topic for rule in self.rules if not rule.pattern]
+
+    def kms_names(self) -> set[str]:
+        """The named KMSes the rules refer to."""
+        return {rule.kms for rule in self.rules if rule.kms is not None}
 
     @classmethod
     def parse_obj_or_fail(cls, data: Any, source: str = "rules") -> EncryptionRules:

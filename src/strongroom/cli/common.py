@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ import click
 
 from strongroom.cli.output import Output
 from strongroom.errors import ConfigError
+from strongroom.text import parse_secret_text
 
 if TYPE_CHECKING:
     from strongroom.kafka.config import ClientConfig
@@ -122,32 +122,12 @@ def load_kms_config(path: str | None, *, local_keyring: str | None = None) -> di
         )
     try:
         text = Path(path).read_text(encoding="utf-8")
-        config = _parse_secret_file(text, yaml_syntax=path.endswith((".yaml", ".yml")))
+        config = parse_secret_text(text, yaml_syntax=path.endswith((".yaml", ".yml")))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"cannot parse --kms-config {path}: {exc}", hint="fix the file's syntax") from None
     if not isinstance(config, dict):
         raise ConfigError(f"--kms-config {path} must hold an object (mapping)", hint="see docs/pipelines.md")
     return config
-
-
-def _parse_secret_file(text: str, *, yaml_syntax: bool) -> Any:
-    """Parse a file that holds secrets (a Vault token): a syntax error names the line and column and
-    what is wrong, never the text around it, which parsers like to quote and which may be the secret."""
-    if not yaml_syntax:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        raise ValueError(f"{exc.problem or exc.context or 'invalid YAML'}{where}") from None
-    except yaml.YAMLError:
-        raise ValueError("invalid YAML") from None
 
 
 def progress_to(out: Output) -> Callable[[str, int | None, int | None], None]:

@@ -23,10 +23,17 @@ def check_format_options(source: RecordSourceOptions) -> None:
 
 
 def build_kms(source: RecordSourceOptions) -> Any:
-    """The KMS for the options (RetryingKms inside; no DEK cache: the checker keeps verdicts only)."""
+    """The KMS for the options (RetryingKms inside; no DEK cache: the checker keeps verdicts only).
+
+    A ``--kms-config`` file with a ``kms:`` section (a rules file naming several KMSes, a KEK per topic)
+    gives a :class:`~strongroom.kms.catalog.KmsGroup`: every KMS, by the provider name its EDEKs carry."""
+    from strongroom.kms.catalog import KmsCatalog, KmsGroup
     from strongroom.kms.registry import kms_from_config
 
     retry: dict[str, Any] = {"max_attempts": source.kms_attempts, "deadline_seconds": source.kms_deadline}
+    catalog = KmsCatalog.load(source.kms_config) if source.kms_config else None
+    if catalog:
+        return KmsGroup(catalog.build(cache=False, retry=retry).values())
     if source.kms_config:
         config = load_kms_config(source.kms_config)
         config.setdefault("cache", False)
@@ -101,8 +108,13 @@ def open_key_chain(source: RecordSourceOptions, config: Any, kms: Any) -> Any:
 
 
 def build_format(source: RecordSourceOptions, kms: Any) -> Any:
+    from strongroom.kms.catalog import KmsGroup
     from strongroom.recovery.formats import record_format
+    from strongroom.recovery.formats.strongroom import DEFAULT_KMS_KINDS, StrongroomFormat
 
+    if isinstance(kms, KmsGroup) and source.record_format == "strongroom":
+        kinds = {name: _kms_kind(source, one) for name, one in kms.items()}
+        return StrongroomFormat({**DEFAULT_KMS_KINDS, **{name: kind for name, kind in kinds.items() if kind}})
     return record_format(
         source.record_format,
         kms_kind=_kms_kind(source, kms),

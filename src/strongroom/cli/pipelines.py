@@ -33,6 +33,7 @@ from strongroom.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from strongroom.kms.catalog import KmsCatalog
     from strongroom.metrics import MetricsServer
     from strongroom.rules import EncryptionRules
     from strongroom.spark.jobs.common import PipelineSettings, StreamingJob
@@ -73,6 +74,12 @@ class RuleOptions:
         if on_reject:
             rule["on_reject"] = on_reject
         return EncryptionRules.single(self.topics, **rule)
+
+    def kms_catalog(self) -> KmsCatalog:
+        """The named KMSes of the rules file's ``kms:`` section (none without a rules file)."""
+        from strongroom.kms.catalog import KmsCatalog
+
+        return KmsCatalog.load(self.rules_file) if self.rules_file else KmsCatalog()
 
 
 rule_options = grouped(
@@ -138,8 +145,8 @@ class PipelineOptions:
     metrics_port: int | None
     metrics_host: str
 
-    def settings(self, kind: str, rules: EncryptionRules) -> PipelineSettings:
-        """PipelineSettings from the options every pipeline command shares."""
+    def settings(self, kind: str, rules: EncryptionRules, catalog: KmsCatalog | None = None) -> PipelineSettings:
+        """PipelineSettings from the options every pipeline command shares; ``catalog``: the rules file's KMSes."""
         from strongroom.policies import Engine
         from strongroom.spark.jobs.common import InputGapPolicy, PipelineSettings
 
@@ -147,7 +154,8 @@ class PipelineOptions:
         return PipelineSettings(
             bootstrap_servers=client.bootstrap_servers,
             rules=rules,
-            kms=self.kms(),
+            kms=self.kms(rules, catalog),
+            kmses=catalog.configs() if catalog else {},
             checkpoint=self.checkpoint or default_state_dir("checkpoints", f"{kind}-{self.app_id or 'default'}"),
             app_id=self.app_id,
             client_properties=dict(client.extra or {}),
@@ -161,8 +169,11 @@ class PipelineOptions:
             engine=Engine(self.engine),
         )
 
-    def kms(self) -> dict[str, Any]:
-        """The KMS config; with ``--metrics-port`` its calls are metered (``strongroom_kms_*``)."""
+    def kms(self, rules: EncryptionRules, catalog: KmsCatalog | None) -> dict[str, Any]:
+        """The command's KMS config (empty when every rule names one of the rules file's KMSes); with
+        ``--metrics-port`` its calls are metered (``strongroom_kms_*``)."""
+        if self.kms_config is None and self.local_kms is None and catalog and all(r.kms for r in rules.rules):
+            return {}
         config = dict(load_kms_config(self.kms_config, local_keyring=self.local_kms))
         if self.metrics_port is not None:
             config.setdefault("metrics", True)
@@ -244,11 +255,12 @@ def _run(
     options: PipelineOptions,
     rules: EncryptionRules,
     make_job: Callable[[SparkSession, PipelineSettings, OnBatch], StreamingJob[Any]],
+    catalog: KmsCatalog | None = None,
 ) -> None:
     """Build the session and the job, run it (once, or continuously until Ctrl-C), print the result."""
     from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF
 
-    settings = options.settings(kind, rules)
+    settings = options.settings(kind, rules, catalog)
     _require_input_topics(settings, rules)
     conf = {**PIPELINE_SPARK_CONF, **parse_pairs(options.spark_conf, "--spark-conf")}
     spark = spark_session(options.spark_master, f"strongroom-{kind}", conf)
@@ -350,6 +362,7 @@ def encrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions,
         lambda spark, settings, progress: EncryptJob(
             spark, settings, kek_alias=kek_alias, post_erasure=post_erasure, on_batch=progress
         ),
+        rule_options.kms_catalog(),
     )
 
 
@@ -450,4 +463,5 @@ def decrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions,
             on_batch=progress,
             encrypted_only=not allow_plaintext,
         ),
+        rule_options.kms_catalog(),
     )

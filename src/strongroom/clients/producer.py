@@ -50,6 +50,7 @@ from strongroom.kafka.transport import build_producer, rdkafka_error
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.manager import KeyManager, KeyOrDecision, PolicyDecision
 from strongroom.keys.records import MAX_SUBJECT_BYTES
+from strongroom.keys.router import KeyRouter
 from strongroom.keys.table import SubjectKey
 from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnReject
@@ -126,7 +127,8 @@ class _Plan:
 class EncryptingProducer:
     """A confluent-kafka producer that encrypts per topic rule. Thread-safe like the producer it wraps.
 
-    ``key_manager`` is the caller's (share one per process); :meth:`close` does not close it.
+    ``key_manager`` is the caller's (share one per process); :meth:`close` does not close it. A
+    :class:`~strongroom.keys.router.KeyRouter` gives each topic the KEK its rule names (docs/shredding.md).
     ``transactional_id`` turns on Kafka transactions (:meth:`begin_transaction` / :meth:`commit_transaction`);
     keys are durable before any record of the transaction is even produced.
     """
@@ -135,7 +137,7 @@ class EncryptingProducer:
         self,
         client_config: ClientConfig,
         rules: EncryptionRules,
-        key_manager: KeyManager,
+        key_manager: KeyManager | KeyRouter,
         *,
         producer_overrides: Mapping[str, Any] | None = None,
         dead_letter_topic: str | None = None,
@@ -165,7 +167,11 @@ class EncryptingProducer:
         self._topics = TopicLimits.for_producer(client_config, conf, create=create_topics)
         self._producer = build_producer(conf)
         self._codecs: dict[str, tuple[RuleCodec, str]] = {}
-        self._keys = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
+        if isinstance(key_manager, KeyRouter):
+            self._keys = key_manager
+        else:
+            cache = KeyCache(key_manager, capacity=key_cache_size, ttl_s=key_cache_ttl_s)
+            self._keys = KeyRouter.single(key_manager, cache)
         #: The batch path's per-subject precomputation (:mod:`strongroom.clients.batch_seal`).
         self._sealers = SubjectSealers(max(key_cache_size, 1))
         key_manager.table.add_erasure_listener(self._sealers.on_erasure)
@@ -284,10 +290,17 @@ class EncryptingProducer:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             counters = dict(self.counters)
-        cache = self._keys.counters
-        return {**counters, "key_batches": cache["manager_calls"], "key_cache_hits": cache["hits"],
-                "key_cache_misses": cache["misses"],
-                "key_cache_size": len(self._keys), "key_manager": self.keys.stats()}  # fmt: skip
+        caches = self._keys.caches
+        total = {name: sum(cache.counters[name] for cache in caches) for name in ("manager_calls", "hits", "misses")}
+        return {**counters, "key_batches": total["manager_calls"], "key_cache_hits": total["hits"],
+                "key_cache_misses": total["misses"], "key_cache_size": sum(len(cache) for cache in caches),
+                "key_manager": self._manager_stats()}  # fmt: skip
+
+    def _manager_stats(self) -> dict[str, Any]:
+        managers = [cache.manager for cache in self._keys.caches]
+        if len(managers) == 1:
+            return managers[0].stats()
+        return {"routes": {f"{m.kms.name}:{m.kek_alias}": m.stats() for m in managers}}
 
     # ------------------------------------------------------------------ internals
     def record_sample(self) -> RecordSample:
@@ -319,8 +332,13 @@ class EncryptingProducer:
         items = self._simple_items(batch)
         if items is None:
             return None
+        topics = {record.topic for record in batch}
+        if len(topics) > 1 and len({self._keys.route_for(topic) for topic in topics}) > 1:
+            return None  # subjects of topics under different KEKs: the per-record path asks per topic
         notices = self._sealers.notices()
-        keys = self._keys.get_or_create([item.subject for item in items], kms_wait_s=self.kms_outage_wait_s)
+        keys = self._keys.get_or_create(
+            [item.subject for item in items], topic=batch[0].topic, kms_wait_s=self.kms_outage_wait_s
+        )
         if any(type(key) is not SubjectKey for key in keys.values()):
             return None  # a post-erasure decision: the per-record path applies the policy
         ready = cast("dict[str, SubjectKey]", keys)
@@ -407,7 +425,7 @@ class EncryptingProducer:
     # ------------------------------------------------------------------ the per-record path
     def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:
         plans: list[_Plan] = []
-        wanted: list[str] = []
+        wanted: dict[str, list[str]] = {}  # per source topic: its rule's KEK wraps the keys
         for index, record in enumerate(records):
             codec, out_topic = self._codec_for(record.topic)
             plan = _Plan(index, record, normalize_headers(record.headers), out_topic, codec)
@@ -420,11 +438,11 @@ class EncryptingProducer:
                 plan.reason = subject.reason
             else:
                 plan.subject = subject
-                wanted.append(subject)
-        keys = self._keys.get_or_create(wanted, kms_wait_s=self.kms_outage_wait_s) if wanted else {}
+                wanted.setdefault(record.topic, []).append(subject)
+        keys = self._keys.get_or_create_by_topic(wanted, kms_wait_s=self.kms_outage_wait_s) if wanted else {}
         for plan in plans:
             if plan.outcome is ProduceOutcome.ENCRYPTED and plan.reason is None:
-                self._seal(plan, keys[plan.subject or ""])
+                self._seal(plan, keys[(plan.record.topic, plan.subject or "")])
         rejected = [p for p in plans if p.reason is not None]
         if rejected:
             self._divert(rejected, len(plans))

@@ -57,7 +57,9 @@ def retry_while_kms_unavailable(
 class KeyCache:
     """subject → key (or post-erasure decision), LRU-bounded, with a TTL. Thread-safe."""
 
-    def __init__(self, manager: KeyManager, *, capacity: int = 100_000, ttl_s: float = 30.0) -> None:
+    def __init__(
+        self, manager: KeyManager, *, capacity: int = 100_000, ttl_s: float = 30.0, listen: bool = True
+    ) -> None:
         self.manager = manager
         self.capacity = max(0, capacity)
         self.ttl_s = ttl_s
@@ -70,7 +72,8 @@ class KeyCache:
         self._notices = 0
         self._prefetcher: ThreadPoolExecutor | None = None
         self._prefetched: Future[dict[str, KeyOrDecision]] | None = None
-        manager.table.add_erasure_listener(self._on_erasure)
+        if listen:  # else the owner forwards the table's notices to on_erasure (a KeyRouter does)
+            manager.table.add_erasure_listener(self.on_erasure)
 
     def prefetch(self, subjects: Iterable[str], *, kms_wait_s: float = 0.0) -> Future[dict[str, KeyOrDecision]]:
         """Resolve (and create) the keys of the *next* batch in the background while the current batch is
@@ -158,7 +161,7 @@ class KeyCache:
         return len(self._entries)
 
     # ------------------------------------------------------------------ internals
-    def _on_erasure(self, notice: ErasureNotice) -> None:
+    def on_erasure(self, notice: ErasureNotice) -> None:
         """The key table applied an erasure: drop the erased subjects' keys now (the table's listener)."""
         with self._lock:
             self._notices += 1

@@ -66,7 +66,9 @@ from strongroom.keys.wrapping import (
     new_wrapping_key,
 )
 from strongroom.kms.api import Kms
+from strongroom.kms.selector import TemplateKekSelector
 from strongroom.metrics import KeyTableSample
+from strongroom.policies import MissingKek
 from strongroom.runtime import now_ms
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,9 @@ class KeyManager:
     """Creates and finds subject keys for an encryptor. Thread-safe (batches are serialised).
 
     Owns a :class:`KeyTable` unless one is passed in. ``kek_alias`` names the KMS KEK that wraps new
-    wrapping keys; ``wrapping`` sets when a new wrapping key is made.
+    wrapping keys; ``wrapping`` sets when a new wrapping key is made. A manager seals only with keys under
+    its own KEK: a subject's keys under other KEKs (another topic's, :mod:`strongroom.keys.router`) are
+    not its current key. ``missing_kek`` says what happens when the alias resolves to nothing.
     """
 
     def __init__(
@@ -120,6 +124,8 @@ class KeyManager:
         table_options: Mapping[str, Any] | None = None,
         timeout: float = 60.0,
         limits: SubjectKeyLimits | None = None,
+        missing_kek: MissingKek = MissingKek.FAIL,
+        kek_owner: str = "this writer",
     ) -> None:
         try:
             self.policy = PostErasurePolicy(policy)
@@ -131,6 +137,11 @@ class KeyManager:
         self.kms = kms
         self.topic = topic
         self.kek_alias = kek_alias
+        self.kek = TemplateKekSelector(kms, kek_alias, missing=missing_kek)
+        self.kek_owner = kek_owner
+        self._kek_id: str | None = None  # resolved once, and again for every new wrapping key
+        #: The wrapping keys under this manager's KEK, as of the batch being resolved.
+        self._kek_wks: set[bytes] = set()
         self.wrapping = wrapping or WrappingKeyPolicy()
         self.limits = limits or SubjectKeyLimits()
         #: What this writer may still seal per subject key (:mod:`strongroom.keys.usage`).
@@ -247,6 +258,7 @@ class KeyManager:
     def _resolve(self, ordered: list[str]) -> dict[str, KeyOrDecision]:
         """:meth:`get_or_create` under the lock."""
         self.counters["batches"] += 1
+        self._refresh_kek_wks()
         result: dict[str, KeyOrDecision] = {}
         need: list[str] = []
         applied_before = self.table.applied_offsets()  # the states below reflect at least this much
@@ -324,10 +336,26 @@ class KeyManager:
         self.close()
 
     # ------------------------------------------------------------------ internals
+    def kek_id(self) -> str:
+        """The KEK this manager wraps with (created first under ``missing_kek: create``). Resolved once and
+        again for each new wrapping key only, so existing keys keep sealing through a KMS outage."""
+        if self._kek_id is None:
+            self._kek_id = self.kek.resolve(self.kek_alias, self.kek_owner)
+        return self._kek_id
+
+    def _refresh_kek_wks(self) -> None:
+        """Which wrapping keys are under this manager's KEK now (one store query per batch)."""
+        wk = self._wk
+        self._kek_wks = self.table.store.wrapping_key_ids_under(self.kms.name, self.kek_id())
+        if wk is not None:
+            self._kek_wks.add(wk.wk_id)
+
     def _current(self, state: SubjectState) -> KeyInfo | None:
-        """The subject's current key for this writer: first in partition order among keys not declared
-        lost, not exhausted and younger than the key age limit."""
-        return state.current_key_within(int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000))
+        """The subject's current key for this writer: first in partition order among keys under this
+        writer's KEK, not declared lost, not exhausted and younger than the key age limit."""
+        return state.current_key_within(
+            int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), wrapping_keys=self._kek_wks
+        )
 
     def _known(self, state: SubjectState) -> KeyOrDecision | None:
         if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
@@ -393,7 +421,8 @@ class KeyManager:
         wk = self._wk
         if wk is not None and not wk.exhausted(clock(), needed):
             return wk
-        kek_id = self.kms.resolve_alias(self.kek_alias)
+        self._kek_id = None  # the alias may point elsewhere now
+        kek_id = self.kek_id()
         plaintext = new_wrapping_key()
         wk_id = new_wk_id()
         # bound to its WK id (docs/shredding.md); KMS errors propagate: nothing has been written
@@ -403,6 +432,7 @@ class KeyManager:
             [(partition_for(wk_id, self.table.partitions), record)], error=KeyCreationFailed, timeout=self.timeout
         )
         self.table.remember_wrapping_key(wk_id, plaintext)
+        self._kek_wks.add(wk_id)
         self.counters["wrapping_keys_created"] += 1
         self._wk = ActiveWrappingKey(
             wk_id, edek.kek_ref, AESGCM(plaintext), clock(), self.wrapping.max_keys, self.wrapping.max_age

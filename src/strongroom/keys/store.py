@@ -466,6 +466,14 @@ class KeyStore:
             ).fetchall()
         return [_wk(row) for row in rows]
 
+    def wrapping_key_ids_under(self, provider: str, kek_id: str) -> set[bytes]:
+        """The ids of the wrapping keys that KEK ``provider:kek_id`` wraps now (after any rewrap)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT wk_id FROM wrapping_keys WHERE provider = ? AND kek_id = ?", (provider, kek_id)
+            ).fetchall()
+        return {bytes(row[0]) for row in rows}
+
     def subjects_under(self, wk_ids: Iterable[bytes]) -> Iterator[str]:
         """Distinct subjects with a live key wrapped by one of ``wk_ids``."""
         ids = list(wk_ids)

@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -155,9 +155,21 @@ class SubjectState:
         every creator uses."""
         return next((k for k in self.keys if k.usable), None)
 
-    def current_key_within(self, max_age_ms: int, now_ms: int) -> KeyInfo | None:
-        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit)."""
-        return next((k for k in self.keys if k.usable and now_ms - k.created_ms < max_age_ms), None)
+    def current_key_within(
+        self, max_age_ms: int, now_ms: int, *, wrapping_keys: Collection[bytes] | None = None
+    ) -> KeyInfo | None:
+        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit) and,
+        when ``wrapping_keys`` is given, wrapped by one of them (a writer's KEK)."""
+        return next(
+            (
+                k
+                for k in self.keys
+                if k.usable
+                and now_ms - k.created_ms < max_age_ms
+                and (wrapping_keys is None or k.wk_id in wrapping_keys)
+            ),
+            None,
+        )
 
     @property
     def current_key_id(self) -> bytes | None:

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 from strongroom.errors import KmsError
-from strongroom.kms.errors import EdekInvalid, KmsAccessDenied, KmsUnavailable
+from strongroom.kms.errors import EdekInvalid, KekCreationRefused, KmsAccessDenied, KmsUnavailable
 
 _EDEK_FORMAT: Final = 0x01
 
@@ -187,6 +187,15 @@ class Kms(ABC):
     @abstractmethod
     def describe_kek(self, kek_id: str) -> KekState:
         """The KEK's state; MISSING rather than an error when it does not exist."""
+
+    def create_kek(self, alias: str) -> str:
+        """Create a KEK reachable as ``alias`` and return its KEK id (a rule's ``missing_kek: create``).
+
+        Providers that can create keys with the credentials strongroom runs with override this; the
+        default refuses, naming what to do instead."""
+        raise KekCreationRefused(
+            f"KMS {self.name!r} ({type(self).__name__}) does not create KEKs, so alias {alias!r} cannot be created"
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing to close
         """Release connections. The instance must not be used afterwards."""

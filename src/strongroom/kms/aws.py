@@ -171,6 +171,15 @@ class AwsKms(Kms):
             raise error from None
         return str(metadata["KeyId"])
 
+    def create_kek(self, alias: str) -> str:
+        """A new symmetric key with ``alias/<alias>`` pointing at it (needs kms:CreateKey and kms:CreateAlias)."""
+        name = alias if alias.startswith("alias/") else f"alias/{alias}"
+        created = self._call(name, self._client.create_key, KeySpec="SYMMETRIC_DEFAULT", KeyUsage="ENCRYPT_DECRYPT",
+                             Description=f"strongroom KEK {name}")  # fmt: skip
+        kek_id = str(created["KeyMetadata"]["KeyId"])
+        self._call(name, self._client.create_alias, AliasName=name, TargetKeyId=kek_id)
+        return kek_id
+
     def generate_dek(self, kek_id: str) -> DekPair:
         response = self._call(kek_id, self._client.generate_data_key, KeyId=kek_id, KeySpec="AES_256")
         return DekPair(response["Plaintext"], Edek(self.name, kek_id, response["CiphertextBlob"]))

@@ -78,12 +78,18 @@ class UnknownAlias(KmsError):
 
 
 class UnresolvedKek(KmsError):
-    """A topic whose KEK alias does not resolve while the selector policy is ``reject``."""
+    """A topic whose KEK alias does not resolve while its rule says ``missing_kek: fail``."""
 
     default_hint = (
-        "create the KEK for this topic, or set the selector policy to 'passthrough' to write "
-        "it unencrypted (not recommended)"
+        "create the KEK for this topic in that KMS, fix the rule's kek template, "
+        "or set the rule's missing_kek: create to let strongroom create it"
     )
+
+
+class KekCreationRefused(KmsError):
+    """A rule asked for a missing KEK to be created (``missing_kek: create``) where that cannot happen."""
+
+    default_hint = "create the KEK in the KMS yourself (`strongroom kek create` for a local keyring), or fix the alias"
 
 
 class KmsConfigError(ConfigError):

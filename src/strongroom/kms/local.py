@@ -112,6 +112,9 @@ class LocalKms(Kms):
     def from_config(cls, values: Mapping[str, Any]) -> LocalKms:
         return cls(validate_config(LocalKmsConfig, values))
 
+    def create_kek(self, alias: str) -> str:
+        return LocalKeyringAdmin(self.keyring).create_kek(alias)
+
     def resolve_alias(self, alias: str) -> str:
         data = self.keyring.read()
         kek_id = data["aliases"].get(alias)

@@ -96,7 +96,7 @@ class MeteredKms(KmsWrapper):
             self._items.clear()
 
 
-def metered_in(kms: Kms) -> MeteredKms | None:
+def metered_in(kms: Kms | None) -> MeteredKms | None:
     """The :class:`MeteredKms` in a stack of wrappers (``kms_from_config(..., metrics=True)``), if any."""
     layer: Kms | None = kms
     while layer is not None:

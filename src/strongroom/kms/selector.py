@@ -1,76 +1,69 @@
 """KEK selection per topic: a template turns a topic name into a KEK alias the KMS resolves.
 
-``TemplateKekSelector("strongroom-$(topic)")`` picks alias ``strongroom-orders`` for topic
-``orders``. When the alias does not resolve, the policy decides: ``reject`` (default) raises
-:class:`~strongroom.kms.errors.UnresolvedKek` naming topic and alias; ``passthrough`` returns None —
-the caller writes the record unencrypted — counts it, and logs one warning per topic.
+``TemplateKekSelector(kms, "pii-$(topic)")`` picks alias ``pii-orders`` for topic ``orders``. When the
+alias does not resolve, the rule's :class:`~strongroom.policies.MissingKek` decides: ``fail`` (default)
+raises :class:`~strongroom.kms.errors.UnresolvedKek` naming topic, alias and KMS; ``create`` creates the
+KEK in that KMS (:meth:`~strongroom.kms.api.Kms.create_kek`; a KMS that cannot refuses with
+:class:`~strongroom.kms.errors.KekCreationRefused`). There is no "write it unencrypted" choice.
 
-Only a KMS *answer* ("no such alias") counts as unresolved: if the KMS is unreachable or denies
-access, the error propagates under every policy, so an outage never turns into plaintext.
+Only a KMS *answer* ("no such alias") counts as missing: if the KMS is unreachable or denies access,
+the error propagates under every policy, and nothing is created on a guess.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from typing import Final, Literal
+from typing import Final
 
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsConfigError, UnknownAlias, UnresolvedKek
+from strongroom.policies import MissingKek
 
 PLACEHOLDER: Final = "$(topic)"
-UnresolvedPolicy = Literal["reject", "passthrough"]
 
 log = logging.getLogger(__name__)
 
 
+def check_template(template: str) -> str:
+    """``template`` when ``$(topic)`` is its only placeholder and it names something; else KmsConfigError."""
+    leftover = template.replace(PLACEHOLDER, "")
+    if "$(" in leftover or not template.strip():
+        raise KmsConfigError(
+            f"KEK template {template!r} is invalid",
+            hint=f"the only placeholder is {PLACEHOLDER}, e.g. 'pii-{PLACEHOLDER}'",
+        )
+    return template
+
+
 class TemplateKekSelector:
-    """Map topic → KEK id through an alias template and the KMS."""
+    """Map topic → KEK id through an alias template and one KMS."""
 
     def __init__(
-        self,
-        kms: Kms,
-        template: str = "strongroom-$(topic)",
-        *,
-        policy: UnresolvedPolicy = "reject",
+        self, kms: Kms, template: str = "strongroom-$(topic)", *, missing: MissingKek = MissingKek.FAIL
     ) -> None:
-        leftover = template.replace(PLACEHOLDER, "")
-        if "$(" in leftover or not template.strip():
-            raise KmsConfigError(
-                f"KEK selector template {template!r} is invalid",
-                hint=f"the only placeholder is {PLACEHOLDER}, e.g. 'strongroom-{PLACEHOLDER}'",
-            )
-        if policy not in ("reject", "passthrough"):
-            raise KmsConfigError(f"unresolved-KEK policy {policy!r} is not 'reject' or 'passthrough'")
         self.kms = kms
-        self.template = template
-        self.policy = policy
-        self.unresolved_total = 0
-        self.unresolved_by_topic: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self.template = check_template(template)
+        self.missing = MissingKek(missing)
+        self.created: list[str] = []
 
     def alias_for(self, topic: str) -> str:
         return self.template.replace(PLACEHOLDER, topic)
 
-    def select(self, topic: str) -> str | None:
-        """The KEK id for ``topic``; None means "write unencrypted" (passthrough policy only)."""
-        alias = self.alias_for(topic)
+    def select(self, topic: str) -> str:
+        """The KEK id for ``topic``, creating the KEK first under ``missing: create``."""
+        return self.resolve(self.alias_for(topic), f"topic {topic!r}")
+
+    def resolve(self, alias: str, owner: str) -> str:
+        """The KEK id ``alias`` names for ``owner`` (named in messages), creating it under ``missing: create``."""
         try:
             return self.kms.resolve_alias(alias)
         except UnknownAlias:
-            if self.policy == "reject":
+            if self.missing is MissingKek.FAIL:
                 raise UnresolvedKek(
-                    f"topic {topic!r} has no KEK: alias {alias!r} does not resolve in KMS {self.kms.name!r}"
+                    f"{owner} has no KEK: alias {alias!r} does not resolve in KMS {self.kms.name!r}"
                 ) from None
-        with self._lock:
-            self.unresolved_total += 1
-            first = topic not in self.unresolved_by_topic
-            self.unresolved_by_topic[topic] = self.unresolved_by_topic.get(topic, 0) + 1
-        if first:
-            log.warning(
-                "topic %r has no KEK (alias %r does not resolve); its records are written UNENCRYPTED "
-                "because the selector policy is 'passthrough'",
-                topic,
-                alias,
-            )
-        return None
+        kek_id = self.kms.create_kek(alias)
+        self.created.append(alias)
+        log.warning("created KEK %s:%s (alias %r) for %s (the rule's missing_kek is 'create')",
+                    self.kms.name, kek_id, alias, owner)  # fmt: skip
+        return self.kms.resolve_alias(alias)

@@ -138,6 +138,12 @@ class VaultKms(Kms):
             raise error from None
         return alias
 
+    def create_kek(self, alias: str) -> str:
+        """A new Transit key named ``alias`` (``aes256-gcm96``); needs ``create`` on ``<mount>/keys/<alias>``."""
+        self._check_name(alias, UnknownAlias)
+        self._call(alias, self._transit.create_key, name=alias, key_type="aes256-gcm96", mount_point=self._mount)
+        return alias
+
     def generate_dek(self, kek_id: str) -> DekPair:
         self._check_name(kek_id, KekNotFound)
         data = self._call(

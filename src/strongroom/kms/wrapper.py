@@ -45,6 +45,9 @@ class KmsWrapper(Kms):
     def describe_kek(self, kek_id: str) -> KekState:
         return self._around("describe_kek", lambda: self.inner.describe_kek(kek_id))
 
+    def create_kek(self, alias: str) -> str:
+        return self._around("create_kek", lambda: self.inner.create_kek(alias))
+
     def close(self) -> None:
         self.inner.close()
 

@@ -62,6 +62,7 @@ from strongroom.spark.transforms import (
 if TYPE_CHECKING:
     from strongroom.keys.cache import KeyCache
     from strongroom.keys.manager import KeyManager, KeyOrDecision
+    from strongroom.keys.router import KeyRouter
     from strongroom.keys.table import KeyTable
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def encrypt_dataframe(
     df: DataFrame,
     rules: EncryptionRules | Mapping[str, object],
     *,
-    keys: KeyCache | KeyManager,
+    keys: KeyCache | KeyManager | KeyRouter,
     max_value_bytes: int | Mapping[str, int] | None = None,
     on_reject: FrameOnReject | str = FrameOnReject.FAIL,
     allow_unencrypted_spark_channel: bool = False,
@@ -137,10 +138,8 @@ def encrypt_dataframe(
     on_reject = choose("on_reject", on_reject, FrameOnReject, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules)
-    source, parts, seen = _split(df, rules, with_subject, "subject")
-    subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
-    decided = keys.get_or_create(subjects) if subjects else {}
-    keys_frame = source.sparkSession.createDataFrame(encrypt_key_rows(decided), ENCRYPT_KEYS_SCHEMA)
+    source, parts, seen = _split(df, rules, with_subject, "topic", "subject")
+    keys_frame = _encrypt_keys_frame(source.sparkSession, keys, seen)
     frames = []
     for part, rule in zip(parts, rules.rules, strict=True):
         out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
@@ -155,6 +154,28 @@ def encrypt_dataframe(
     return frame.filter(F.col("emit") | rejected).select(
         "topic", "key", "value", "headers", F.timestamp_millis("timestamp_ms").alias("timestamp")
     )
+
+
+def _encrypt_keys_frame(spark: SparkSession, keys: KeyCache | KeyManager | KeyRouter, seen: list[Row]) -> DataFrame:
+    """The keys of the frame's subjects, settled on the driver: per subject, or per source topic and subject
+    when ``keys`` is a :class:`~strongroom.keys.router.KeyRouter` (each topic's rule names its KEK)."""
+    from strongroom.keys.router import KeyRouter
+
+    if not isinstance(keys, KeyRouter):
+        subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
+        decided = keys.get_or_create(subjects) if subjects else {}
+        return spark.createDataFrame(encrypt_key_rows(decided), ENCRYPT_KEYS_SCHEMA)
+    wanted: dict[str, list[str]] = {}
+    for row in seen:
+        if row["subject"] is not None:
+            wanted.setdefault(row["topic"], []).append(row["subject"])
+    found = keys.get_or_create_by_topic(wanted) if wanted else {}
+    rows = [
+        (topic, *row)
+        for topic, subjects in wanted.items()
+        for row in encrypt_key_rows({subject: found[(topic, subject)] for subject in subjects})
+    ]
+    return spark.createDataFrame(rows, "topic string, " + ENCRYPT_KEYS_SCHEMA)
 
 
 def decrypt_dataframe(

@@ -124,13 +124,7 @@ class EncryptRows:
                 reasons[i] = subject.reason
             else:
                 subjects[i] = subject
-        counts = Counter(s for s in subjects if s is not None)
-        wanted = sorted(counts)
-        assert self._client is not None
-        # seals: how many records each key seals here (its usage limit, strongroom.keys.usage)
-        answer = self._client.call("encrypt_keys", subjects=wanted, seals=[counts[s] for s in wanted]) if wanted else {}
-        keys = {s: (unb64(kid), unb64(dek)) if emit else None for s, (kid, dek, emit) in answer.items()}
-        self._client.remember([key for key in keys.values() if key is not None])
+        keys = self._keys(cols["src_topic"], subjects)
         for i in range(n):
             rule, codec, _ = self._codecs(cols["src_topic"][i])
             out_topic = rule.output_for(cols["src_topic"][i])
@@ -144,7 +138,7 @@ class EncryptRows:
             if reason is None:
                 subject_text = subjects[i]
                 assert subject_text is not None
-                key = keys[subject_text]
+                key = keys[(cols["src_topic"][i], subject_text)]
                 limit = self.limits.get(out_topic, 1_000_000 - 1024)
                 try:
                     result = seal_record(codec, value, headers, out_topic, subject_text, key, limit)
@@ -164,6 +158,23 @@ class EncryptRows:
                     continue
             self._reject(out, cols, i, rule, reason)
         return out
+
+    def _keys(self, topics: list[str], subjects: list[str | None]) -> dict[tuple[str, str], tuple[bytes, bytes] | None]:
+        """The driver's keys for the batch's subjects: one request per source topic (its rule's KEK wraps
+        them), with how many records each key seals here (its usage limit, strongroom.keys.usage)."""
+        by_topic: dict[str, Counter[str]] = {}
+        for topic, subject in zip(topics, subjects, strict=True):
+            if subject is not None:
+                by_topic.setdefault(topic, Counter())[subject] += 1
+        assert self._client is not None
+        keys: dict[tuple[str, str], tuple[bytes, bytes] | None] = {}
+        for topic, counts in by_topic.items():
+            wanted = sorted(counts)
+            answer = self._client.call("encrypt_keys", topic=topic, subjects=wanted, seals=[counts[s] for s in wanted])
+            for subject, (kid, dek, emit) in answer.items():
+                keys[(topic, subject)] = (unb64(kid), unb64(dek)) if emit else None
+        self._client.remember([key for key in keys.values() if key is not None])
+        return keys
 
     def _reject(self, out: dict[str, list[Any]], cols: Mapping[str, list[Any]], i: int, rule: TopicRule,
                 reason: str) -> None:  # fmt: skip

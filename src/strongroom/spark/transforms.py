@@ -86,14 +86,18 @@ def with_subject(batch: DataFrame, rule: TopicRule) -> DataFrame:
 def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_value_bytes: int | Column) -> DataFrame:
     """Sink frame encrypting the records of ``batch`` (one rule's topics) under the subjects' keys.
 
-    ``batch`` must already have the ``subject`` column (:func:`with_subject`). Records that cannot be
+    ``batch`` must already have the ``subject`` column (:func:`with_subject`); ``keys`` has a row per subject,
+    or per source ``topic`` and subject (:data:`ENCRYPT_KEYS_SCHEMA`, with a leading topic). Records that cannot be
     encrypted get ``status = rejected`` and a ``reason``; their value in the frame is their original
     plaintext so the job can dead-letter them — the job never writes a rejected row to the output topic.
     ``max_value_bytes`` bounds the *encrypted* value (the output topic's limit minus record headroom).
     """
     rule.require_not_schema("the Spark pipelines")
     out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
-    joined = batch.join(F.broadcast(keys), on="subject", how="left")
+    # keys per (source topic, subject) when topics have their own KEKs (strongroom.keys.router), else per subject
+    joined = batch.join(
+        F.broadcast(keys), on=["topic", "subject"] if "topic" in keys.columns else "subject", how="left"
+    )
     if rule.mode == "fields":
         joined = joined.withColumn("json_ok", _is_json_object(F.col("value")))
     framed = joined.withColumn("reason", _encrypt_reason(rule)).withColumn("out_topic", out_topic)

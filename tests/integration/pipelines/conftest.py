@@ -44,7 +44,8 @@ class PipelineEnv:
         if isinstance(rules, dict):
             rules = EncryptionRules.parse_obj_or_fail(rules)
         options = {"keys_topic": self.keys_topic, **overrides}
-        return PipelineSettings(self.bootstrap, rules, self.kms_config, str(self.workdir / f"chk-{name}"), **options)
+        kms = options.pop("kms", self.kms_config)
+        return PipelineSettings(self.bootstrap, rules, kms, str(self.workdir / f"chk-{name}"), **options)
 
     def produce_events(self, topic: str, n: int, customers: int = 5) -> list[dict[str, Any]]:
         producer = Producer(self.client.producer())

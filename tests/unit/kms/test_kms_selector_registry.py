@@ -33,9 +33,12 @@ from strongroom.kms import (
     kms_from_config,
     load_provider,
 )
+from strongroom.kms.api import Kms
 from strongroom.kms.envelope_keys import RotatingDekSource, edek_of, key_ref_for, kms_key_lookup
+from strongroom.kms.errors import KekCreationRefused
 from strongroom.kms.local import LocalKeyringAdmin, LocalKms
 from strongroom.kms.wrapper import KmsWrapper
+from strongroom.policies import MissingKek
 
 
 @pytest.fixture
@@ -55,27 +58,41 @@ def test_selector_rejects_unresolved_topics_by_default(kms: LocalKms) -> None:
         TemplateKekSelector(kms).select("payments")
 
 
-def test_selector_passthrough_counts_and_warns_once(kms: LocalKms, caplog: pytest.LogCaptureFixture) -> None:
-    selector = TemplateKekSelector(kms, "kek-$(topic)", policy="passthrough")
+def test_selector_creates_a_missing_kek_when_the_rule_says_create(
+    kms: LocalKms, caplog: pytest.LogCaptureFixture
+) -> None:
+    selector = TemplateKekSelector(kms, "kek-$(topic)", missing=MissingKek.CREATE)
     with caplog.at_level(logging.WARNING, logger="strongroom.kms.selector"):
-        assert selector.select("logs") is None
-        assert selector.select("logs") is None
-        assert selector.select("metrics") is None
-    assert selector.unresolved_total == 3
-    assert selector.unresolved_by_topic == {"logs": 2, "metrics": 1}
-    assert len(caplog.records) == 2
-    assert "UNENCRYPTED" in caplog.records[0].getMessage()
+        kek = selector.select("logs")
+    assert kek == kms.resolve_alias("kek-logs")
+    assert selector.select("logs") == kek  # created once, then found
+    assert selector.created == ["kek-logs"]
+    assert "created KEK" in caplog.text
+    assert "'logs'" in caplog.text
 
 
-def test_selector_never_passes_plaintext_through_an_outage(kms: LocalKms) -> None:
+def test_selector_never_creates_a_kek_on_an_outage(kms: LocalKms) -> None:
     class Down(KmsWrapper):
         def resolve_alias(self, alias: str) -> str:
-            raise KmsUnavailable("down")
+            raise KmsUnavailable("kms down")
 
-    selector = TemplateKekSelector(Down(kms), policy="passthrough")
+        def create_kek(self, alias: str) -> str:
+            raise AssertionError("a KEK was created because the KMS was unreachable")
+
+    selector = TemplateKekSelector(Down(kms), missing=MissingKek.CREATE)
     with pytest.raises(KmsUnavailable):
         selector.select("orders")
-    assert selector.unresolved_total == 0
+    assert selector.created == []
+
+
+def test_a_kms_that_cannot_create_keks_refuses_clearly(kms: LocalKms) -> None:
+    class NoCreate(KmsWrapper):
+        def create_kek(self, alias: str) -> str:
+            return Kms.create_kek(self, alias)
+
+    with pytest.raises(KekCreationRefused, match="cannot be created") as caught:
+        TemplateKekSelector(NoCreate(kms), "kek-$(topic)", missing="create").select("orders")  # type: ignore[arg-type]
+    assert caught.value.hint
 
 
 @pytest.mark.parametrize("template", ["", "kek-$(topicName)", "$(topic)-$(partition)"])
@@ -85,8 +102,8 @@ def test_selector_template_validation(kms: LocalKms, template: str) -> None:
 
 
 def test_selector_policy_validation(kms: LocalKms) -> None:
-    with pytest.raises(KmsConfigError):
-        TemplateKekSelector(kms, policy="ignore")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="ignore"):
+        TemplateKekSelector(kms, missing="ignore")  # type: ignore[arg-type]
 
 
 def test_registry_builds_a_wrapped_provider(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ class PipelineSettings:
 
     bootstrap_servers: str
     rules: EncryptionRules
-    kms: Mapping[str, Any]
+    #: The command's KMS settings (empty: every rule names one of ``kmses``). Hold secrets: driver only.
+    kms: Mapping[str, Any] = field(repr=False)
     checkpoint: str
     app_id: str | None = None
     client_properties: Mapping[str, Any] = field(default_factory=dict)
@@ -89,6 +90,8 @@ class PipelineSettings:
     allow_unencrypted_spark_channel: bool = False
     #: Where the exactly-once Kafka writer runs: the Python workers, or the executor JVM (docs/pipelines.md).
     engine: Engine = Engine.PYTHON
+    #: Named KMS settings the rules may name (a rules file's ``kms:`` section, :mod:`strongroom.kms.catalog`).
+    kmses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def client(self) -> ClientConfig:

@@ -120,6 +120,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
         on_batch: Callable[[int, DecryptResult], None] | None = None,
         encrypted_only: bool = True,
     ) -> None:
+        from strongroom.keys.router import kms_by_provider
         from strongroom.keys.table import KeyTable
         from strongroom.kms.registry import kms_from_config
 
@@ -131,8 +132,10 @@ class DecryptJob(StreamingJob[DecryptResult]):
             raise PipelineError("on_failure=dead-letter needs a dead-letter topic", hint="pass --dead-letter-topic")
         self.spark = spark
         self.settings = settings
-        self.kms = kms or kms_from_config(settings.kms)
-        self.table = KeyTable(settings.client, self.kms, topic=settings.keys_topic).open()
+        self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
+        # every KMS a wrapping key may name (a KEK per topic, strongroom.keys.router)
+        kmses = kms_by_provider(self.kms, {name: kms_from_config(c) for name, c in settings.kmses.items()})
+        self.table = KeyTable(settings.client, kmses, topic=settings.keys_topic).open()
         self.output = DecryptOutput(output)
         self.output_path = output_path
         self.output_topic_template = output_topic

@@ -70,20 +70,29 @@ class EncryptJob(StreamingJob[EncryptResult]):
         post_erasure: str = "unreadable",
         on_batch: Callable[[int, EncryptResult], None] | None = None,
     ) -> None:
-        from strongroom.keys.cache import KeyCache
-        from strongroom.keys.manager import KeyManager
+        from strongroom.keys.router import KeyRouter
         from strongroom.kms.registry import kms_from_config
 
         if settings.engine == Engine.JVM:
             require_jvm_engine(spark, self.kind)  # before anything is opened
         self.spark = spark
         self.settings = settings
-        self.kms = kms or kms_from_config(settings.kms)
-        self.keys = KeyManager(
-            settings.client, self.kms, topic=settings.keys_topic, kek_alias=kek_alias, policy=post_erasure
-        )
-        self.key_cache = KeyCache(self.keys)  # listens first: the cache has dropped a key before the feed lists it
-        self.erasures = ErasureFeed()
+        self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
+        kmses = {name: kms_from_config(config) for name, config in settings.kmses.items()}
+        # A KEK per topic (docs/shredding.md): one key manager per KEK the rules name, over one key table.
+        self.keys = KeyRouter(
+            settings.client, self.kms, rules=settings.rules, kmses=kmses, topic=settings.keys_topic,
+            kek_alias=kek_alias, policy=post_erasure,
+        )  # fmt: skip
+        try:
+            # a missing KEK stops the job here, before any record is read
+            self.keks = wait_out_kms_outage(
+                lambda: self.keys.check(settings.rules.exact_topics()), settings.kms_outage_wait_s
+            )
+        except BaseException:
+            self.keys.close()
+            raise
+        self.erasures = ErasureFeed()  # listens after the router: its caches drop a key before the feed lists it
         self.keys.table.add_erasure_listener(self.erasures)
         self.sink = settings.sink(spark, self.kind)
         self.topics = output_topics(settings.client, settings.create_topics)
@@ -99,7 +108,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
         return kafka_stream(self.spark, self.settings, self.settings.rules.subscription())
 
     def result(self) -> EncryptResult:
-        return EncryptResult.of(self.counters.snapshot(), keys=self.key_cache.stats())
+        return EncryptResult.of(self.counters.snapshot(), keys=self.keys.stats())
 
     def close(self) -> None:
         self.service.close()
@@ -143,6 +152,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
     def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
         """The key service's handler: ``encrypt_keys`` → ``{subject: [key id, DEK, emit]}`` (base64).
 
+        ``topic`` names the source topic the subjects' records come from: its rule's KEK wraps their keys.
+
         ``seals`` (optional, one count per subject) is how many records of each subject the batch seals:
         charged to the keys' usage limits (a client that sends none is charged one seal per subject).
         """
@@ -150,9 +161,12 @@ class EncryptJob(StreamingJob[EncryptResult]):
             raise PipelineError(f"unknown key service request {op!r}")
         subjects = [str(s) for s in args.get("subjects", [])]
         seals = seal_counts(subjects, args.get("seals"))
+        topic = args.get("topic")
+        if topic is not None and not isinstance(topic, str):
+            raise PipelineError("the key service request's 'topic' is not a topic name")
         with self.counters.phase("keys"):
             decided = wait_out_kms_outage(
-                lambda: self.key_cache.get_or_create(subjects, seals=seals), self.settings.kms_outage_wait_s
+                lambda: self.keys.get_or_create(subjects, topic=topic, seals=seals), self.settings.kms_outage_wait_s
             )
         return {
             subject: [b64(key_id), b64(dek), emit] if emit else ["", "", False]

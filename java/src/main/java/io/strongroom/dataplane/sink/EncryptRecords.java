@@ -58,7 +58,8 @@ final class EncryptRecords implements RecordTransform {
     @Override
     public List<Verdict> apply(List<SourceRecord> records) {
         Object[] subjects = new Object[records.size()];
-        TreeMap<String, Integer> wanted = new TreeMap<>();
+        // per source topic: its rule's KEK wraps the keys (a KEK per topic, strongroom/keys/router.py)
+        Map<String, TreeMap<String, Integer>> wanted = new HashMap<>();
         for (int i = 0; i < subjects.length; i++) {
             SourceRecord record = records.get(i);
             if (record.value() == null) {
@@ -67,20 +68,24 @@ final class EncryptRecords implements RecordTransform {
             Object subject = subjectOf(plan(record), record);
             subjects[i] = subject;
             if (subject instanceof Subject s) {
-                wanted.merge(s.text(), 1, Integer::sum);
+                wanted.computeIfAbsent(record.topic(), t -> new TreeMap<>()).merge(s.text(), 1, Integer::sum);
             }
         }
-        Map<String, SubjectKey> keys = wanted.isEmpty() ? Map.of() : keysFor(wanted);
+        Map<String, Map<String, SubjectKey>> keys = new HashMap<>();
         try {
+            wanted.forEach((topic, seals) -> keys.put(topic, keysFor(topic, seals)));
             List<Verdict> verdicts = new ArrayList<>(subjects.length);
             for (int i = 0; i < subjects.length; i++) {
-                verdicts.add(verdict(records.get(i), subjects[i], keys));
+                SourceRecord record = records.get(i);
+                verdicts.add(verdict(record, subjects[i], keys.getOrDefault(record.topic(), Map.of())));
             }
             return verdicts;
         } finally {
-            for (SubjectKey key : keys.values()) {
-                if (key != null) {
-                    Arrays.fill(key.dek(), (byte) 0);
+            for (Map<String, SubjectKey> topicKeys : keys.values()) {
+                for (SubjectKey key : topicKeys.values()) {
+                    if (key != null) {
+                        Arrays.fill(key.dek(), (byte) 0);
+                    }
                 }
             }
         }
@@ -167,9 +172,13 @@ final class EncryptRecords implements RecordTransform {
         return checked(plan, text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     }
 
-    /** Keys for the chunk's subjects; {@code seals} (records per subject) is charged to the keys' usage limits. */
-    private Map<String, SubjectKey> keysFor(TreeMap<String, Integer> seals) {
+    /**
+     * Keys for the chunk's subjects of one source topic; {@code seals} (records per subject) is charged to the keys'
+     * usage limits.
+     */
+    private Map<String, SubjectKey> keysFor(String topic, TreeMap<String, Integer> seals) {
         ObjectNode args = JSON.createObjectNode();
+        args.put("topic", topic);
         ArrayNode list = args.putArray("subjects");
         ArrayNode counts = args.putArray("seals");
         seals.forEach((subject, count) -> {
