@@ -71,13 +71,14 @@ def spark_streaming_summary(ctx: DemoContext) -> dict[str, Any]:
 
 def all_chapters() -> list[tuple[str, Chapter]]:
     """The whole story, in order (each area's chapters live in its own demo module)."""
-    from strongroom.demo import audit, doctor, encryption, recovery
+    from strongroom.demo import audit, doctor, encryption, kek_per_topic, recovery
 
     return [
         ("Produce customer events (PII: name, email, address; non-PII: order totals)", produce_customer_events),
         ("Read them back with a Spark Structured Streaming query", spark_streaming_summary),
         *encryption.CHAPTERS,
         *recovery.CHAPTERS,
+        *kek_per_topic.CHAPTERS,
         *audit.CHAPTERS,
         *doctor.CHAPTERS,
     ]
