@@ -96,7 +96,7 @@ class Engine(StrEnum):
 
 
 class MissingKek(StrEnum):
-    """A rule's KEK alias that the KMS does not know (docs/key-management.md, "A KEK per topic")."""
+    """A rule's KEK alias that the KMS does not know (docs/pipelines.md, "A KEK per topic, in several KMSes")."""
 
     FAIL = "fail"  # stop before anything is sealed, naming topic, alias and KMS
     CREATE = "create"  # create the KEK in that KMS (where the KMS allows it), then go on
