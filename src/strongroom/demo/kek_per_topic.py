@@ -65,7 +65,8 @@ def _encrypt(ctx: DemoContext, catalog: Any) -> dict[str, str]:
         result = job.run()
     finally:
         job.close()
-    ctx.say(f"    $ strongroom encrypt --rules rules.yaml   → {result.written} records into {EU}.enc and {US}.enc")
+    ctx.say("    $ strongroom encrypt --rules rules.yaml")
+    ctx.say(f"      {result.written} records sealed into {EU}.enc and {US}.enc")
     for route, stats in sorted(result.keys["routes"].items()):
         ctx.say(
             f"      KEK {route}: {stats['created']} customer keys under {stats['wrapping_keys_created']} wrapping key"
@@ -100,9 +101,8 @@ def _inventory_and_scan(ctx: DemoContext, catalog: Any) -> dict[str, int]:
             with KafkaProbe(config, topic) as probe:
                 plan = run_scan(view, probe, checker, ScanOptions(topic=topic), spark=ctx.spark, source_options=source)
             lost[topic] = sum(p.lost or 0 for p in plan.partitions)
-            ctx.say(
-                f"    $ strongroom recover scan --topic {topic} --kms-config rules.yaml   → {lost[topic]} records lost"
-            )
+            ctx.say(f"    $ strongroom recover scan --topic {topic} --kms-config rules.yaml")
+            ctx.say(f"      {lost[topic]} records lost")
     kmses.close()
     return lost
 

@@ -8,6 +8,7 @@ import pytest
 
 from strongroom.envelope.ids import AadProfile
 from strongroom.errors import ConfigError
+from strongroom.policies import MissingKek
 from strongroom.rules import EncryptionRules
 
 
@@ -67,3 +68,50 @@ def test_rules_file_json_and_yaml(tmp_path: Path) -> None:
     assert EncryptionRules.load(tmp_path / "r.yaml").rule_for("b").subject.header == "user"
     with pytest.raises(ConfigError, match="cannot parse rules file"):
         EncryptionRules.load(tmp_path / "bad.yaml")
+
+
+def test_a_rule_names_its_kek_template_kms_and_missing_kek_policy() -> None:
+    rules = EncryptionRules.parse_obj_or_fail(
+        {
+            "rules": [
+                {"topic": "orders-.*", "pattern": True, "kek": "pii-$(topic)", "kms": "eu-vault"},
+                {"topic": "payments", "missing_kek": "create"},
+            ]
+        }
+    )
+    orders = rules.rule_for("orders-eu")
+    assert orders.kek_alias_for("orders-eu", "strongroom-subjects") == "pii-orders-eu"
+    assert orders.kms == "eu-vault"
+    assert orders.missing_kek is MissingKek.FAIL
+    payments = rules.rule_for("payments")
+    assert payments.kek_alias_for("payments", "strongroom-subjects") == "strongroom-subjects"
+    assert payments.missing_kek is MissingKek.CREATE
+    assert rules.kms_names() == {"eu-vault"}
+    assert rules.exact_topics() == ["payments"]
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"topic": "t", "kek": "pii-$(partition)"}, "only placeholder is $(topic)"),
+        ({"topic": "t", "kek": "  "}, "KEK template"),
+        ({"topic": "t", "kms": "a b"}, "kms"),
+        ({"topic": "t", "missing_kek": "passthrough"}, "missing_kek"),
+    ],
+)
+def test_bad_kek_settings_are_refused(rule: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match="invalid encryption rules") as err:
+        EncryptionRules.parse_obj_or_fail({"rules": [rule]})
+    assert message in str(err.value)
+
+
+def test_the_rules_file_kms_section_never_enters_the_rules(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(
+        "kms:\n  bao: {provider: vault, address: 'http://127.0.0.1:8200', token: s3cr3t-token}\n"
+        "rules:\n  - {topic: orders, kms: bao, kek: 'pii-$(topic)'}\n"
+    )
+    rules = EncryptionRules.load(path)
+    assert rules.rule_for("orders").kms == "bao"
+    assert "s3cr3t" not in rules.model_dump_json()
+    assert "s3cr3t" not in repr(rules)
