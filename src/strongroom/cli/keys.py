@@ -264,20 +264,29 @@ def readers(out: Output, bootstrap: str, command_config: str | None, keys_topic:
     metavar="ALIAS",
     help="Move every wrapping key to this KEK (default: its own KEK's current version).",
 )
+@click.option(
+    "--kek",
+    "only_kek",
+    default=None,
+    metavar="PROVIDER:KEK-ID",
+    help="Rewrap only the wrapping keys under this KEK (as `kek inventory` names it); needed when the KMS "
+    "settings name several KMSes (a rules file's kms: section), whose KMS it picks.",
+)
 @click.option("--dry-run", is_flag=True, help="Report what would be rewrapped; write nothing.")
 @click.pass_obj
 def rewrap(out: Output, bootstrap: str, command_config: str | None, keys_topic: str, readers_topic: str,
-           kms_config: str | None, to_kek: str | None, dry_run: bool) -> None:  # fmt: skip
-    """Rewrap every wrapping key under the current KEK version (or --to-kek); idempotent, resumable."""
+           kms_config: str | None, to_kek: str | None, only_kek: str | None, dry_run: bool) -> None:  # fmt: skip
+    """Rewrap every wrapping key (or those of --kek) under the current KEK version (or --to-kek); idempotent,
+    resumable."""
     from strongroom.keys.errors import RewrapFailed
     from strongroom.keys.rewrap import RewrapReport
     from strongroom.keys.rewrap import rewrap as run_rewrap
 
-    kms = load_kms(kms_config)
+    kms = _rewrap_kms(kms_config, only_kek)
     try:
         report: RewrapReport = run_rewrap(
             client_config(bootstrap, command_config), kms, topic=keys_topic, to_kek_alias=to_kek,
-            dry_run=dry_run, progress=progress_to(out),
+            only_kek=only_kek, dry_run=dry_run, progress=progress_to(out),
         )  # fmt: skip
     except RewrapFailed as exc:
         failed: RewrapReport | None = getattr(exc, "report", None)
@@ -289,10 +298,32 @@ def rewrap(out: Output, bootstrap: str, command_config: str | None, keys_topic: 
     out.result(report.to_dict(), _render_rewrap)
 
 
+def _rewrap_kms(kms_config: str | None, only_kek: str | None) -> Any:
+    """The KMS that holds the KEK to rewrap: ``--kms-config``'s, or — when it names several KMSes — the one
+    ``--kek`` names by provider."""
+    from strongroom.errors import ConfigError
+    from strongroom.kms.catalog import KmsCatalog
+    from strongroom.kms.registry import kms_from_config
+
+    catalog = KmsCatalog.load(kms_config) if kms_config else None
+    if not catalog:
+        return load_kms(kms_config)
+    provider = (only_kek or "").partition(":")[0]
+    named = [name for name in catalog.names() if catalog.config(name).get("name", name) == provider]
+    if not only_kek or not named:
+        raise ConfigError(
+            f"--kms-config {kms_config} names several KMSes ({', '.join(catalog.names())}): say which KEK to rewrap",
+            hint="pass --kek PROVIDER:KEK-ID as `strongroom kek inventory` names it, e.g. --kek "
+            f"{catalog.names()[0]}:<kek-id>",
+        )
+    return kms_from_config({**catalog.config(named[0]), "cache": False})
+
+
 def _render_rewrap(d: dict[str, Any]) -> str:
     lines = [
         f"wrapping keys: {d['wrapping_keys']}, rewrapped: {d['rewrapped']}, already current: {d['skipped']}, "
         f"failed: {len(d['failed'])}"
+        + (f", under other KEKs (left alone): {d['other_keks']}" if d["other_keks"] else "")
     ]
     for kek, versions in d["versions_after"].items():
         lines.append(f"  {kek}: " + ", ".join(f"v{v}: {n}" for v, n in versions.items()))

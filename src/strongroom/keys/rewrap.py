@@ -69,6 +69,8 @@ class RewrapReport:
     wrapping_keys: int = 0
     rewrapped: int = 0
     skipped: int = 0
+    #: Wrapping keys under other KEKs, left alone because the rewrap was limited to one KEK.
+    other_keks: int = 0
     failed: list[dict[str, str]] = field(default_factory=list)
     versions_before: dict[str, dict[str, int]] = field(default_factory=dict)
     versions_after: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -111,13 +113,16 @@ def rewrap(
     *,
     topic: str = KEYS_TOPIC_DEFAULT,
     to_kek_alias: str | None = None,
+    only_kek: str | None = None,
     batch_size: int = 100,
     dry_run: bool = False,
     timeout: float = 600.0,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> RewrapReport:
-    """Rewrap every wrapping key of ``topic`` (see the module docstring). Raises :class:`RewrapFailed`
-    after doing everything it could when some wrapping keys failed (the report is on the exception)."""
+    """Rewrap every wrapping key of ``topic`` (see the module docstring), or only those under KEK ``only_kek``
+    (``provider:kek-id``, as ``kek inventory`` names it: with a KEK per topic, each KEK is rewrapped on its
+    own and the other KEKs' wrapping keys stay where they are). Raises :class:`RewrapFailed` after doing
+    everything it could when some wrapping keys failed (the report is on the exception)."""
     target_id = kms.resolve_alias(to_kek_alias) if to_kek_alias else None
     report = RewrapReport(target_kek=None if target_id is None else f"{kms.name}:{target_id}")
 
@@ -126,6 +131,10 @@ def rewrap(
             progress("reading wrapping keys", done, total)
 
     found = read_wrapping_keys(KeysTopic(client, topic), timeout, scanned)
+    if only_kek is not None:
+        mine = {wk_id: entry for wk_id, entry in found.items() if entry[1].kek_ref == only_kek}
+        report.other_keks = len(found) - len(mine)
+        found = mine
     report.wrapping_keys = len(found)
     report.versions_before = _versions(kms, [wk for _, wk in found.values()])
     todo = _to_rewrap(kms, found, target_id, report)

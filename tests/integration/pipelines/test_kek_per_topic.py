@@ -3,6 +3,7 @@
 * The encrypt pipeline (JVM engine) wraps topic A's subject keys through ``pii-A`` in OpenBao and topic B's
   through ``pay-B`` in AWS, which the rule lets strongroom create (``missing_kek: create``). A subject in both
   topics has a key under each KEK. The decrypt pipeline opens both topics with the KMSes of the same file.
+* ``keys rewrap --kek`` rewraps one KEK's wrapping keys and leaves the other KEK's alone.
 * Deleting OpenBao's KEK loses topic A only: ``kek inventory`` and ``recover scan`` name A, not B.
 * A rule whose KEK does not exist (``missing_kek: fail``) stops the job before any record is written.
 * The client library and the DataFrame API take the same rules through a KeyRouter.
@@ -105,6 +106,14 @@ def test_each_topic_is_wrapped_by_its_own_kek_and_a_deleted_kek_loses_only_its_t
     assert opened.records == {"ok": 70}
     ids = {json.loads(m.value())["event_id"] for t in (topic_a, topic_b) for m in env.read(f"{t}.decrypted")}
     assert ids == {e["event_id"] for e in events_a + events_b}
+
+    rewrap = ["keys", "rewrap", "-b", env.bootstrap, "--keys-topic", env.keys_topic, "--kms-config", str(path)]
+    code, _, err = _cli(capsys, rewrap)
+    assert code != 0
+    assert "names several KMSes" in err
+    code, done, err = _cli(capsys, [*rewrap, "--kek", job.keks[topic_b]])  # B's KEK only: A's stays as it is
+    assert code == 0, err
+    assert (done["wrapping_keys"], done["other_keks"], done["failed"]) == (1, 1, [])
 
     bao_admin.delete_kek(f"pii-{topic_a}")
     common = ["-b", env.bootstrap, "--kms-config", str(path), "--keys-topic", env.keys_topic, "--kms-attempts", "2"]
