@@ -205,6 +205,21 @@ def test_the_client_library_and_the_dataframe_api_route_topics_to_their_keks(
                 break
         consumer.close()
         assert sorted(json.loads(m.value or b"")["n"] for m in opened) == sorted(list(range(12)) * 2)
+
+        # the Python engine asks the key service per source topic, as the JVM engine does
+        py_rules = EncryptionRules.parse_obj_or_fail(
+            {"rules": [{**rule, "output_topic": "$(topic).py"} for rule in _two_kek_rules(topic_a, topic_b)]}
+        )
+        py = env.settings(py_rules, "py", kms={}, kmses=catalog.configs(), engine=Engine.PYTHON)
+        assert env.run(EncryptJob(spark, py)).records == {"ok": 8}
+        table.wait_caught_up(60)
+        for topic, kms_name in ((topic_a, "bao"), (topic_b, "aws-eu")):
+            for msg in env.read(f"{topic}.py"):
+                ref = parse(msg.value()).key_ref
+                assert isinstance(ref, SubjectKeyRef)
+                stored = table.store.key(ref.key_id)
+                assert stored is not None
+                assert table.store.wrapping_key(stored.wk_id).edek.provider == kms_name  # type: ignore[union-attr]
         erase(env.client, ["c1"], reason="test", topic=env.keys_topic)
         table.wait_caught_up(60)
         assert table.subject_states(["c1"])["c1"].keys == (), "erasure removes the subject's keys under every KEK"
