@@ -155,7 +155,7 @@ class PipelineOptions:
             bootstrap_servers=client.bootstrap_servers,
             rules=rules,
             kms=self.kms(rules, catalog),
-            kmses=catalog.configs() if catalog else {},
+            kmses=self.kmses(catalog),
             checkpoint=self.checkpoint or default_state_dir("checkpoints", f"{kind}-{self.app_id or 'default'}"),
             app_id=self.app_id,
             client_properties=dict(client.extra or {}),
@@ -168,6 +168,14 @@ class PipelineOptions:
             allow_unencrypted_spark_channel=self.allow_unencrypted_spark_channel,
             engine=Engine(self.engine),
         )
+
+    def kmses(self, catalog: KmsCatalog | None) -> dict[str, dict[str, Any]]:
+        """The rules file's named KMS settings; metered too with ``--metrics-port``."""
+        configs = catalog.configs() if catalog else {}
+        if self.metrics_port is not None:
+            for config in configs.values():
+                config.setdefault("metrics", True)
+        return configs
 
     def kms(self, rules: EncryptionRules, catalog: KmsCatalog | None) -> dict[str, Any]:
         """The command's KMS config (empty when every rule names one of the rules file's KMSes); with

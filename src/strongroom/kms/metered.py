@@ -10,13 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from strongroom.errors import KmsError
 from strongroom.kms.api import Kms
 from strongroom.kms.wrapper import KmsWrapper
-from strongroom.metrics import KmsOperationSample, KmsSample
+from strongroom.metrics import KmsOperationSample, KmsSample, Metrics
 
 T = TypeVar("T")
 
@@ -104,3 +104,13 @@ def metered_in(kms: Kms | None) -> MeteredKms | None:
             return layer
         layer = layer.inner if isinstance(layer, KmsWrapper) else None
     return None
+
+
+def watch_metered(metrics: Metrics, kmses: Iterable[Kms | None]) -> None:
+    """Export the calls of every metered KMS among ``kmses`` (each once; a KMS per topic may repeat)."""
+    seen: set[int] = set()
+    for kms in kmses:
+        metered = metered_in(kms)
+        if metered is not None and id(metered) not in seen:
+            seen.add(id(metered))
+            metrics.watch_kms(metered.sample)

@@ -74,3 +74,22 @@ def test_a_group_unwraps_each_edek_with_the_kms_it_names(tmp_path: Path) -> None
         KmsGroup(
             [kmses["eu"], LocalKms.from_config({"path": str(tmp_path / "eu2.json"), "create": True, "name": "eu"})]
         )
+
+
+def test_every_metered_kms_of_a_catalog_is_exported_once(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from strongroom.kms.metered import watch_metered
+    from strongroom.metrics import metrics_for
+
+    kmses = KmsCatalog({"eu": _ring(tmp_path, "eu"), "us": _ring(tmp_path, "us")}).build(metrics=True, cache=False)
+    registry = CollectorRegistry()
+    watch_metered(metrics_for(registry), [None, kmses["eu"], *kmses.values()])
+    for kms in kmses.values():
+        kms.describe_kek("nothing")
+    text = generate_latest(registry).decode()
+    calls = [line for line in text.splitlines() if line.startswith("strongroom_kms_calls_total{")]
+    assert sorted(line.split("}")[0] for line in calls) == [
+        'strongroom_kms_calls_total{operation="describe_kek",provider="eu"',
+        'strongroom_kms_calls_total{operation="describe_kek",provider="us"',
+    ]

@@ -134,8 +134,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         self.settings = settings
         self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
         # every KMS a wrapping key may name (a KEK per topic, strongroom.keys.router)
-        kmses = kms_by_provider(self.kms, {name: kms_from_config(c) for name, c in settings.kmses.items()})
-        self.table = KeyTable(settings.client, kmses, topic=settings.keys_topic).open()
+        self.kmses = kms_by_provider(self.kms, {name: kms_from_config(c) for name, c in settings.kmses.items()})
+        self.table = KeyTable(settings.client, self.kmses, topic=settings.keys_topic).open()
         self.output = DecryptOutput(output)
         self.output_path = output_path
         self.output_topic_template = output_topic
@@ -193,12 +193,10 @@ class DecryptJob(StreamingJob[DecryptResult]):
         return RecordSample(outcomes, dead_lettered=dead, pending=self.pending.count, oldest_pending_age_s=age)
 
     def _watch_parts(self, metrics: Metrics) -> None:
-        from strongroom.kms.metered import metered_in
+        from strongroom.kms.metered import watch_metered
 
         metrics.watch_key_table(self.settings.keys_topic, self.table.metric_sample)
-        metered = metered_in(self.kms)
-        if metered is not None:
-            metrics.watch_kms(metered.sample)
+        watch_metered(metrics, [self.kms, *self.kmses.values()])
 
     # ------------------------------------------------------------------ one micro-batch
     def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:

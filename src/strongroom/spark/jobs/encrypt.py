@@ -123,12 +123,10 @@ class EncryptJob(StreamingJob[EncryptResult]):
         return RecordSample(outcomes, dead_lettered=dead)
 
     def _watch_parts(self, metrics: Metrics) -> None:
-        from strongroom.kms.metered import metered_in
+        from strongroom.kms.metered import watch_metered
 
         metrics.watch_key_table(self.settings.keys_topic, self.keys.metric_sample)
-        metered = metered_in(self.kms)
-        if metered is not None:
-            metrics.watch_kms(metered.sample)
+        watch_metered(metrics, [self.kms, *self.keys.kmses.values()])
 
     # ------------------------------------------------------------------ one micro-batch
     def _process(self, batch: DataFrame, batch_id: int) -> None:
