@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from strongroom._resources import resource_path
 from strongroom.errors import StackError
 from strongroom.paths import cache_dir
+from strongroom.testing.maven import fetch_into, fetched, maven
 
 KAFKA_VERSION = "4.3.1"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -60,9 +59,7 @@ def java_major_version() -> int:
 def ensure_kafka_libs(version: str = KAFKA_VERSION) -> Path:
     """Return the jar directory, fetching it with Maven on first use."""
     libs = kafka_libs_dir(version)
-    if (libs / ".complete").exists() or (
-        os.environ.get("STRONGROOM_KAFKA_LIBS") and any(libs.glob("kafka_2.13-*.jar"))
-    ):
+    if fetched(libs) or (os.environ.get("STRONGROOM_KAFKA_LIBS") and any(libs.glob("kafka_2.13-*.jar"))):
         return libs
     if os.environ.get("STRONGROOM_KAFKA_LIBS"):
         raise StackError(
@@ -71,33 +68,10 @@ def ensure_kafka_libs(version: str = KAFKA_VERSION) -> Path:
         )
     if java_major_version() < 17:
         raise StackError("Kafka 4 needs Java 17 or newer", hint="install Java 17+ and put it first on PATH")
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StackError(
-            "Maven (`mvn`) is needed once to fetch the Kafka jars from Maven Central",
-            hint="install Maven (Debian: apt-get install maven) or set STRONGROOM_KAFKA_LIBS",
-        )
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     pom = resource_path("kafka-pom.xml")
-    cmd = [
-        mvn, "-B", "-q", "-f", str(pom), DEPENDENCY_PLUGIN,
-        f"-Dkafka.version={version}", f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
-        *shlex.split(os.environ.get("STRONGROOM_MAVEN_ARGS", "")),
-    ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        detail = "\n".join(line for line in lines if "ERROR" in line)[-2000:] or "\n".join(lines[-10:])
-        raise StackError(
-            f"Maven could not fetch Apache Kafka {version} from Maven Central:\n{detail}",
-            hint="check that https://repo1.maven.org is reachable (proxy settings in ~/.m2/settings.xml)",
-        )
-    (staging / ".complete").write_text(version + "\n")
-    if libs.exists():
-        shutil.rmtree(libs)
-    staging.rename(libs)
+    goal = ["-f", str(pom), DEPENDENCY_PLUGIN, f"-Dkafka.version={version}", "-DincludeScope=runtime"]
+    maven("the Kafka jars", otherwise="set STRONGROOM_KAFKA_LIBS")
+    fetch_into(libs, "Apache Kafka", version, goal)
     return libs
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 
 from strongroom.errors import StackError
 from strongroom.paths import cache_dir
+from strongroom.testing.maven import fetch_into, fetched, maven
 from strongroom.testing.process import ManagedProcess, free_port, require_free_ports
 
 APICURIO_VERSION = "3.3.3"
@@ -48,43 +48,19 @@ def _run_jar(root: Path) -> Path | None:
 def ensure_registry(version: str = APICURIO_VERSION, *, progress: bool = True) -> Path:
     """The unpacked server's ``quarkus-run.jar``, fetched with Maven on first use (about 160 MB)."""
     target = registry_dir(version)
-    if (target / ".complete").exists():
+    if fetched(target):
         jar = _run_jar(target)
         if jar is not None:
             return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StackError(
-            "Maven (`mvn`) is needed once to fetch Apicurio Registry from Maven Central",
-            hint="install Maven (Debian: apt-get install maven)",
-        )
+    maven("Apicurio Registry")
     if progress:
         print(
             f"strongroom: fetching Apicurio Registry {version} from Maven Central (~160 MB, once) into {target}",
             file=sys.stderr,
             flush=True,
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="apicurio-", dir=target.parent))
-    cmd = [
-        mvn, "-B", "-q", _UNPACK, f"-Dartifact={_ARTIFACT.format(version=version)}", f"-DoutputDirectory={staging}",
-        *shlex.split(os.environ.get("STRONGROOM_MAVEN_ARGS", "")),
-    ]  # fmt: skip
-    # the unpack goal writes marker files under ${project.basedir}: run it where they can be thrown away
-    with tempfile.TemporaryDirectory(prefix="apicurio-mvn-") as scratch:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=scratch)
-    if proc.returncode != 0 or _run_jar(staging) is None:
-        shutil.rmtree(staging, ignore_errors=True)
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        detail = "\n".join(line for line in lines if "ERROR" in line)[-2000:] or "\n".join(lines[-10:])
-        raise StackError(
-            f"Maven could not fetch Apicurio Registry {version} from Maven Central:\n{detail}",
-            hint="check that https://repo1.maven.org is reachable (proxy settings in ~/.m2/settings.xml)",
-        )
-    (staging / ".complete").write_text(version + "\n")
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    goal = [_UNPACK, f"-Dartifact={_ARTIFACT.format(version=version)}"]
+    fetch_into(target, "Apicurio Registry", version, goal, complete=lambda staging: _run_jar(staging) is not None)
     jar = _run_jar(target)
     assert jar is not None
     return jar
