@@ -244,11 +244,18 @@ class KeyRouter:
             return list(self._caches.values())
 
     def stats(self) -> dict[str, Any]:
-        """The single route's figures (as a :class:`KeyCache`'s), or per route under ``routes``."""
+        """The single route's figures (as a :class:`KeyCache`'s), or their sums with each route's own under
+        ``routes``."""
         caches = self._caches_by_route()
         if len(caches) == 1:
             return next(iter(caches.values())).stats()
-        return {"routes": {str(route): cache.stats() for route, cache in caches.items()}}
+        routes = {str(route): cache.stats() for route, cache in caches.items()}
+        totals: dict[str, int] = {}
+        for stats in routes.values():
+            for name, value in stats.items():
+                if isinstance(value, int) and not isinstance(value, bool):
+                    totals[name] = totals.get(name, 0) + value
+        return {**totals, "routes": routes}
 
     def metric_sample(self) -> KeyTableSample:
         """The shared key table's figures, with the keys every route created."""

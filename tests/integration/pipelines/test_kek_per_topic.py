@@ -90,6 +90,7 @@ def test_each_topic_is_wrapped_by_its_own_kek_and_a_deleted_kek_loses_only_its_t
     result = env.run(job)
     assert result.records == {"ok": 70}
     assert set(result.keys["routes"]) == {f"bao:pii-{topic_a}", f"aws-eu:pay-{topic_b}"}
+    assert result.keys["created"] == 12, "six subjects, a key under each topic's KEK"
 
     kmses = KmsGroup(catalog.build(cache=False).values())
     with KeyTable(env.client, kmses, topic=env.keys_topic, register=False).open() as table:
