@@ -30,8 +30,6 @@ pytestmark = pytest.mark.slow
 
 
 FIELDS = ["--fields", "$.name,$.email,$.address"]
-#: The Python engine's run of the loop (the CLI's default engine is the JVM one).
-PYTHON_ENGINE = [*FIELDS, "--engine", "python"]
 
 
 def start_pipeline(env: Any, topic: str, log: Path, rule: list[str] = FIELDS) -> subprocess.Popen[bytes]:
@@ -45,11 +43,16 @@ def start_pipeline(env: Any, topic: str, log: Path, rule: list[str] = FIELDS) ->
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("ab"), start_new_session=True)
 
 
-def test_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path: Path) -> None:
+#: The engines the incarnations alternate between: each engine is killed three times, and each takes over
+#: the checkpoint, app id and open transactions the other one left behind when it was killed.
+ENGINES = ["python", "jvm"]
+
+
+def test_killed_repeatedly_on_either_engine_every_record_exactly_once(pipeline_env: Any, tmp_path: Path) -> None:
     env = pipeline_env
     topic = env.new_topic(partitions=3)
     total = 6000
-    produced, log = kill_repeatedly_then_finish(env, topic, tmp_path, total, PYTHON_ENGINE)
+    produced, log = kill_repeatedly_then_finish(env, topic, tmp_path, total, FIELDS, kills=6)
     out = env.read(f"{topic}.enc", idle=3.0)
     ids = [json.loads(m.value())["event_id"] for m in out]
     assert len(produced) == total
@@ -57,27 +60,17 @@ def test_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path
     assert set(ids) == set(produced)
     for m in out[:50]:
         assert json.loads(m.value())["email"].startswith("sr1:")
-    decrypted_exactly_once(env, topic, out, produced, log, PYTHON_ENGINE)
-
-
-def test_the_jvm_engine_killed_repeatedly_every_record_exactly_once(pipeline_env: Any, tmp_path: Path) -> None:
-    """The same loop with the JVM engine sealing whole values; the Python engine decrypts them."""
-    env = pipeline_env
-    topic = env.new_topic(partitions=3)
-    total = 6000
-    produced, log = kill_repeatedly_then_finish(env, topic, tmp_path, total, ["--engine", "jvm"])
-    out = env.read(f"{topic}.enc", idle=3.0)
-    assert len(produced) == total
-    assert len(out) == total, f"{len(out)} encrypted records for {total} produced"
-    assert all(m.value()[:4] == b"\xf5\x01\x01\x01" for m in out)
-    decrypted_exactly_once(env, topic, out, produced, log, [])
+    abort_a_transaction_of_copies(env, f"{topic}.enc", out[:300])
+    for engine in ENGINES:
+        decrypted_exactly_once(env, topic, produced, log, [*FIELDS, "--engine", engine])
 
 
 def kill_repeatedly_then_finish(
-    env: Any, topic: str, tmp_path: Path, total: int, rule: list[str]
+    env: Any, topic: str, tmp_path: Path, total: int, rule: list[str], *, kills: int
 ) -> tuple[list[str], Path]:
-    """Produce ``total`` events slowly while the pipeline is SIGKILLed 5 times at random moments, then let
-    a last incarnation run until the encrypted topic holds ``total`` records. Returns the produced ids."""
+    """Produce ``total`` events slowly while the pipeline is SIGKILLed ``kills`` times at random moments, the
+    incarnations taking turns on the :data:`ENGINES`, then let a last incarnation run until the encrypted topic
+    holds ``total`` records. Returns the produced ids."""
     produced: list[str] = []
 
     def produce_slowly() -> None:
@@ -94,9 +87,9 @@ def kill_repeatedly_then_finish(
     writer.start()
     rng = random.Random(20261121)
     log = tmp_path / "pipeline.log"
-    kills = 0
-    for _ in range(5):
-        proc = start_pipeline(env, topic, log, rule)
+    killed = 0
+    for incarnation in range(kills):
+        proc = start_pipeline(env, topic, log, [*rule, "--engine", ENGINES[incarnation % len(ENGINES)]])
         # wait until the query has committed at least one batch in this incarnation, then kill at random
         started = time.monotonic()
         seen = log.read_text(errors="replace").count("records written so far")
@@ -108,11 +101,11 @@ def kill_repeatedly_then_finish(
         time.sleep(rng.uniform(0.2, 4.0))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
-        kills += 1
+        killed += 1
     writer.join()
 
     # A last incarnation runs until everything is through.
-    proc = start_pipeline(env, topic, log, rule)
+    proc = start_pipeline(env, topic, log, [*rule, "--engine", ENGINES[kills % len(ENGINES)]])
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline:
@@ -124,33 +117,29 @@ def kill_repeatedly_then_finish(
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(60)
-    assert kills == 5
+    assert killed == kills
     return produced, log
 
 
-def decrypted_exactly_once(
-    env: Any, topic: str, out: list[Any], produced: list[str], log: Path, rule: list[str]
-) -> None:
-    """`strongroom decrypt` of the encrypted topic holds every produced event exactly once (read_committed),
-    although the topic also holds an aborted transaction of copies."""
+def decrypted_exactly_once(env: Any, topic: str, produced: list[str], log: Path, rule: list[str]) -> None:
+    """`strongroom decrypt` (with ``rule``'s engine, into its own output topic) of the encrypted topic holds
+    every produced event exactly once (read_committed), although the topic also holds an aborted transaction
+    of copies (:func:`abort_a_transaction_of_copies`, called first)."""
     total = len(produced)
-    # What a killed, fenced or retried attempt leaves behind: its records, in a transaction that was aborted.
-    # The kills above may or may not have left one (it takes a kill while a transaction is open), so one is
-    # made for certain: copies of real encrypted records, written transactionally, then aborted.
-    abort_a_transaction_of_copies(env, f"{topic}.enc", out[:300])
     aborted = len(env.read(f"{topic}.enc", uncommitted=True)) - total
     assert aborted >= 300
 
     # The decrypt pipeline reads the encrypted topic, aborted transactions included in its log.
+    name = f"-{rule[-1]}"
     decrypt = [
         sys.executable, "-m", "strongroom.cli.main", "decrypt",
         "--bootstrap-server", env.bootstrap, "--local-kms", env.kms_config["path"], "--keys-topic", env.keys_topic,
-        "--topic", f"{topic}.enc", *rule,
-        "--checkpoint", str(env.workdir / "chk-decrypt"), "--app-id", "kill-test-decrypt",
+        "--topic", f"{topic}.enc", *rule, "--output-topic", f"{topic}.decrypted{name}",
+        "--checkpoint", str(env.workdir / f"chk-decrypt{name}"), "--app-id", f"kill-test-decrypt{name}",
     ]  # fmt: skip
     done = subprocess.run(decrypt, stdout=subprocess.DEVNULL, stderr=log.open("ab"), timeout=600, check=False)
     assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
-    plain = env.read(f"{topic}.decrypted", idle=3.0)
+    plain = env.read(f"{topic}.decrypted{name}", idle=3.0)
     decrypted = [json.loads(m.value())["event_id"] for m in plain]
     assert len(decrypted) == total, (
         f"{len(decrypted) - len(set(decrypted))} duplicates ({aborted} aborted records in {topic}.enc), "
@@ -161,6 +150,9 @@ def decrypted_exactly_once(
 
 
 def abort_a_transaction_of_copies(env: Any, topic: str, records: list[Any]) -> None:
+    """What a killed, fenced or retried attempt leaves behind: its records, in a transaction that was aborted.
+    The kills may or may not have left one (it takes a kill while a transaction is open), so one is made for
+    certain: copies of real encrypted records, written transactionally, then aborted."""
     producer = Producer(env.client.producer({"transactional.id": f"zombie-{topic}", "transaction.timeout.ms": 300_000}))
     producer.init_transactions(60)
     producer.begin_transaction()
