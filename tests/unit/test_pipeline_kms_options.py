@@ -55,6 +55,18 @@ def test_a_rule_without_a_kms_still_needs_the_command_kms(tmp_path: Path) -> Non
     assert settings.kms == {"provider": "local", "path": str(tmp_path / "ring.json")}
 
 
+def test_a_reader_needs_no_command_kms_when_the_rules_file_names_kmses(tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_text(RULES.replace('- {topic: orders, kek: "pii-$(topic)", kms: bao}', "- {topic: orders.enc}"))
+    rule_options = _rule_options(path)
+    assert rule_options.rules().rule_for("orders.enc").kms is None
+    settings = _options().settings("decrypt", rule_options.rules(), rule_options.kms_catalog())
+    assert settings.kms == {}
+    assert set(settings.kmses) == {"bao"}
+    with pytest.raises(ConfigError, match="needs the KMS that holds the KEKs"):
+        _options().settings("encrypt", rule_options.rules(), rule_options.kms_catalog())
+
+
 def test_a_rules_file_naming_an_undefined_kms_is_refused_before_anything_runs() -> None:
     from strongroom.keys.router import KeyRouter
 

@@ -154,7 +154,7 @@ class PipelineOptions:
         return PipelineSettings(
             bootstrap_servers=client.bootstrap_servers,
             rules=rules,
-            kms=self.kms(rules, catalog),
+            kms=self.kms(rules, catalog, sealing=kind == "encrypt"),
             kmses=self.kmses(catalog),
             checkpoint=self.checkpoint or default_state_dir("checkpoints", f"{kind}-{self.app_id or 'default'}"),
             app_id=self.app_id,
@@ -177,10 +177,13 @@ class PipelineOptions:
                 config.setdefault("metrics", True)
         return configs
 
-    def kms(self, rules: EncryptionRules, catalog: KmsCatalog | None) -> dict[str, Any]:
-        """The command's KMS config (empty when every rule names one of the rules file's KMSes); with
-        ``--metrics-port`` its calls are metered (``strongroom_kms_*``)."""
-        if self.kms_config is None and self.local_kms is None and catalog and all(r.kms for r in rules.rules):
+    def kms(self, rules: EncryptionRules, catalog: KmsCatalog | None, *, sealing: bool = True) -> dict[str, Any]:
+        """The command's KMS config; with ``--metrics-port`` its calls are metered (``strongroom_kms_*``).
+
+        Empty when the rules file's ``kms:`` section covers the command: for a writer, when every rule names
+        one of its KMSes; for a reader, always (each wrapping key names the KMS that unwraps it)."""
+        covered = catalog and (not sealing or all(r.kms for r in rules.rules))
+        if self.kms_config is None and self.local_kms is None and covered:
             return {}
         config = dict(load_kms_config(self.kms_config, local_keyring=self.local_kms))
         if self.metrics_port is not None:
