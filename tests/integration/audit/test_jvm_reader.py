@@ -209,3 +209,38 @@ def test_a_partition_that_makes_no_progress_fails_the_read_naming_it(
     failed = pytest.raises(KafkaReadError, match=rf"no progress reading {topic}-3 at offset 0 \(range 0-10\) for 3s")
     with failed, read_errors():
         read_batch(spark, ClientConfig(bs), AuditReader.JVM, **options).load().collect()
+
+
+def test_each_capture_batch_reads_with_the_consumers_the_last_batch_kept_and_loses_nothing(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+) -> None:
+    pool: Any = spark.sparkContext._jvm.io.strongroom.dataplane.audit.ConsumerPool  # type: ignore[union-attr]
+    pool.clear()
+    bs = kafka_cluster.bootstrap_servers
+    client = ClientConfig(bs)
+    topic = new_topic(partitions=2)
+    produce(bs, topic, (b"a%d" % i for i in range(1_500)), key=lambda i: b"k%d" % i)
+    capture_ledger(spark, client, [topic], ledger, once=True, reader=AuditReader.JVM)
+    assert pool.idle() == 2  # each partition's read ended at the log's end: its consumer is kept
+
+    for round_ in range(3):  # the next batches start where the kept consumers stopped
+        produce(bs, topic, (b"b%d-%d" % (round_, i) for i in range(700)), key=lambda i: b"k%d" % i)
+        capture_ledger(spark, client, [topic], ledger, once=True, reader=AuditReader.JVM)
+        assert pool.idle() == 2  # taken and given back, not one more consumer per batch
+    records = read_ledger(spark, ledger).filter("kind = 'record'")
+    assert records.count() == 1_500 + 3 * 700
+    assert records.select("partition", "offset").distinct().count() == 1_500 + 3 * 700
+    summary = run_scrub(spark, client, ledger, ScrubOptions(reader=AuditReader.JVM, chunk_size=500)).to_json()
+    assert {k: v for k, v in summary["counts"].items() if v} == {"ok": 1_500 + 3 * 700}, summary["counts"]
+
+    # A read that believes the first end of the log it sees (no grace) never takes a kept consumer, whose
+    # last known end may be a batch old; nor does a read that failed give its consumer back.
+    pool.clear()
+    options = {"ranges": json.dumps([[topic, 0, 0, 10_000]]), "emitRanges": True, "eofGraceSeconds": 0}
+    _rows(spark, AuditReader.JVM, bs, **options)
+    assert pool.idle() == 0
+    with pytest.raises(KafkaReadError), read_errors():
+        read_batch(
+            spark, client, AuditReader.JVM, ranges=json.dumps([[topic, 5, 0, 10]]), idleTimeoutSeconds=2
+        ).load().collect()
+    assert pool.idle() == 0

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
+import java.util.Properties;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
@@ -32,6 +33,8 @@ final class RangeRead implements AutoCloseable {
     private static final Duration POLL = Duration.ofMillis(500);
     private static final long WATERMARK_TIMEOUT_MS = 15_000;
     private static final int MAX_RESETS = 10;
+    /** A consumer is kept for the next read only if it ended this close to the log's end (see {@link #close}). */
+    private static final long KEEP_WITHIN_RECORDS = 20_000;
 
     private final ReaderSettings settings;
     private final TopicPartition tp;
@@ -39,6 +42,8 @@ final class RangeRead implements AutoCloseable {
     private final long end;
     private final long idleNanos;
     private final long graceNanos;
+    private final Properties props;
+    private final boolean pooled;
     private final KafkaConsumer<byte[], byte[]> consumer;
     private Admin admin;
 
@@ -62,13 +67,22 @@ final class RangeRead implements AutoCloseable {
         this.actualEnd = end;
         this.position = start;
         this.done = end <= start;
+        this.props = settings.consumerProperties();
+        // A kept consumer's last known end of the log can be a batch old: fine while a short end is waited out
+        // (records arriving reset the wait, and the leader is asked before a truncation is believed), not when
+        // the caller believes the first end it sees (no grace).
+        this.pooled = graceNanos > 0;
         if (done) {
             actualEnd = start;
             consumer = null;
             return;
         }
-        consumer = new KafkaConsumer<>(settings.consumerProperties());
-        consumer.assign(List.of(tp));
+        if (pooled) {
+            consumer = ConsumerPool.acquire(props, tp);
+        } else {
+            consumer = new KafkaConsumer<>(props);
+            consumer.assign(List.of(tp));
+        }
         consumer.seek(tp, start);
         lastProgress = System.nanoTime();
     }
@@ -223,6 +237,11 @@ final class RangeRead implements AutoCloseable {
         }
     }
 
+    private boolean nearLogEnd() {
+        OptionalLong lag = consumer.currentLag(tp);
+        return lag.isPresent() && lag.getAsLong() <= KEEP_WITHIN_RECORDS;
+    }
+
     private String where() {
         return "reading " + tp;
     }
@@ -237,9 +256,15 @@ final class RangeRead implements AutoCloseable {
         return actualEnd;
     }
 
+    /**
+     * A read that finished near the end of the log hands its consumer to the next read of the partition (a
+     * continuous capture's next batch); any other ends it, so a kept consumer buffers at most what arrived since.
+     */
     @Override
     public void close() {
-        if (consumer != null) {
+        if (consumer != null && pooled && done && nearLogEnd()) {
+            ConsumerPool.release(props, tp, consumer);
+        } else if (consumer != null) {
             consumer.close(Duration.ofSeconds(5));
         }
         if (admin != null) {
