@@ -143,12 +143,12 @@ def _await(
     should_stop: Callable[[], bool],
 ) -> None:
     """Follow ``query`` to its end (or stop it when ``should_stop``), accounting every batch once."""
-    seen_batches: set[int] = set()
+    last_batch = -1
 
-    def account(progress: Any) -> None:
-        batch_id = int(progress["batchId"])
-        if batch_id not in seen_batches:
-            seen_batches.add(batch_id)
+    def account_new() -> None:
+        nonlocal last_batch
+        for progress in _progress_since(query, last_batch):
+            last_batch = int(progress["batchId"])
             _account(result, progress)
             if on_batch is not None:
                 on_batch(progress)
@@ -156,16 +156,14 @@ def _await(
     try:
         while query.isActive:
             query.awaitTermination(0.5)  # seconds; a float works
-            for progress in query.recentProgress:
-                account(progress)
+            account_new()
             if should_stop():
                 query.stop()
         error = query.exception()
     finally:
         if query.isActive:
             query.stop()
-    for progress in query.recentProgress:
-        account(progress)
+    account_new()
     if error is not None:
         problem = read_failure(str(error))
         if problem is not None:
@@ -174,6 +172,27 @@ def _await(
             f"the ledger capture query failed: {_first_line(str(error))}",
             hint="see the error above; the checkpoint keeps progress, so rerunning resumes where it stopped",
         )
+
+
+def _progress_since(query: Any, last_batch: int) -> list[dict[str, Any]]:
+    """The query's progress updates of batches after ``last_batch``, oldest first, as JSON objects.
+
+    PySpark's ``recentProgress`` converts every retained update (up to 100), field by field over py4j,
+    on every call: polled twice a second, that took CPU from the capture it watches. This asks the JVM
+    for the retained updates and converts only the new ones, one ``json()`` call each. A batch's first
+    update counts; the no-data updates Spark repeats carry a batch id already seen."""
+    updates = query._jsq.recentProgress()
+    new: list[dict[str, Any]] = []
+    for index in range(len(updates) - 1, -1, -1):
+        update = updates[index]
+        if int(update.batchId()) <= last_batch:
+            break
+        new.append(json.loads(update.json()))
+    new.reverse()
+    first: dict[int, dict[str, Any]] = {}
+    for progress in new:
+        first.setdefault(int(progress["batchId"]), progress)
+    return list(first.values())
 
 
 def _behind(result: CaptureResult, target: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
