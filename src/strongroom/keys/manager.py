@@ -140,8 +140,7 @@ class KeyManager:
         self.kek = TemplateKekSelector(kms, kek_alias, missing=missing_kek)
         self.kek_owner = kek_owner
         self._kek_id: str | None = None  # resolved once, and again for every new wrapping key
-        #: The wrapping keys under this manager's KEK, as of the batch being resolved.
-        self._kek_wks: set[bytes] = set()
+        self._other_kek_wks: set[bytes] = set()  # wrapping keys under other KEKs: their keys are not ours
         self.wrapping = wrapping or WrappingKeyPolicy()
         self.limits = limits or SubjectKeyLimits()
         #: What this writer may still seal per subject key (:mod:`strongroom.keys.usage`).
@@ -258,7 +257,7 @@ class KeyManager:
     def _resolve(self, ordered: list[str]) -> dict[str, KeyOrDecision]:
         """:meth:`get_or_create` under the lock."""
         self.counters["batches"] += 1
-        self._refresh_kek_wks()
+        self._refresh_other_keks()
         result: dict[str, KeyOrDecision] = {}
         need: list[str] = []
         applied_before = self.table.applied_offsets()  # the states below reflect at least this much
@@ -295,6 +294,7 @@ class KeyManager:
                 break
             need = []
             unused: list[SubjectKey] = []
+            self._refresh_other_keks()  # wrapping keys other writers made meanwhile
             states = self.table.subject_states(created)
             for subject, own in created.items():
                 decision = self._converge(own, states[subject])
@@ -343,18 +343,25 @@ class KeyManager:
             self._kek_id = self.kek.resolve(self.kek_alias, self.kek_owner)
         return self._kek_id
 
-    def _refresh_kek_wks(self) -> None:
-        """Which wrapping keys are under this manager's KEK now (one store query per batch)."""
+    def _refresh_other_keks(self) -> None:
+        """Which wrapping keys are under KEKs other than this manager's now (one query on the small wrapping
+        key table, per batch and again before deciding a race). With no wrapping key of this KMS in the
+        table yet, the KEK is not resolved here: the first wrapping key made resolves it (one KMS call)."""
+        store = self.table.store
+        kek_id = self._kek_id
+        if kek_id is None and store.has_wrapping_keys(self.kms.name):
+            kek_id = self.kek_id()
+        others = store.wrapping_key_ids_elsewhere(self.kms.name, kek_id)
         wk = self._wk
-        self._kek_wks = self.table.store.wrapping_key_ids_under(self.kms.name, self.kek_id())
         if wk is not None:
-            self._kek_wks.add(wk.wk_id)
+            others.discard(wk.wk_id)
+        self._other_kek_wks = others
 
     def _current(self, state: SubjectState) -> KeyInfo | None:
         """The subject's current key for this writer: first in partition order among keys under this
         writer's KEK, not declared lost, not exhausted and younger than the key age limit."""
         return state.current_key_within(
-            int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), wrapping_keys=self._kek_wks
+            int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), other_keks=self._other_kek_wks
         )
 
     def _known(self, state: SubjectState) -> KeyOrDecision | None:
@@ -432,7 +439,6 @@ class KeyManager:
             [(partition_for(wk_id, self.table.partitions), record)], error=KeyCreationFailed, timeout=self.timeout
         )
         self.table.remember_wrapping_key(wk_id, plaintext)
-        self._kek_wks.add(wk_id)
         self.counters["wrapping_keys_created"] += 1
         self._wk = ActiveWrappingKey(
             wk_id, edek.kek_ref, AESGCM(plaintext), clock(), self.wrapping.max_keys, self.wrapping.max_age

@@ -466,13 +466,23 @@ class KeyStore:
             ).fetchall()
         return [_wk(row) for row in rows]
 
-    def wrapping_key_ids_under(self, provider: str, kek_id: str) -> set[bytes]:
-        """The ids of the wrapping keys that KEK ``provider:kek_id`` wraps now (after any rewrap)."""
+    def wrapping_key_ids_elsewhere(self, provider: str, kek_id: str | None) -> set[bytes]:
+        """The ids of the wrapping keys that a KEK other than ``provider:kek_id`` wraps now (after any
+        rewrap); ``kek_id`` None: those of every other KMS."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT wk_id FROM wrapping_keys WHERE provider = ? AND kek_id = ?", (provider, kek_id)
-            ).fetchall()
+            if kek_id is None:
+                query = "SELECT wk_id FROM wrapping_keys WHERE provider != ?"
+                rows = self._db.execute(query, (provider,)).fetchall()
+            else:
+                query = "SELECT wk_id FROM wrapping_keys WHERE NOT (provider = ? AND kek_id = ?)"
+                rows = self._db.execute(query, (provider, kek_id)).fetchall()
         return {bytes(row[0]) for row in rows}
+
+    def has_wrapping_keys(self, provider: str) -> bool:
+        """Whether any wrapping key of KMS ``provider`` is known."""
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM wrapping_keys WHERE provider = ? LIMIT 1", (provider,)).fetchone()
+        return row is not None
 
     def subjects_under(self, wk_ids: Iterable[bytes]) -> Iterator[str]:
         """Distinct subjects with a live key wrapped by one of ``wk_ids``."""

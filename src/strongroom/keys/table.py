@@ -155,19 +155,13 @@ class SubjectState:
         every creator uses."""
         return next((k for k in self.keys if k.usable), None)
 
-    def current_key_within(
-        self, max_age_ms: int, now_ms: int, *, wrapping_keys: Collection[bytes] | None = None
-    ) -> KeyInfo | None:
-        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit) and,
-        when ``wrapping_keys`` is given, wrapped by one of them (a writer's KEK)."""
+    def current_key_within(self, max_age_ms: int, now_ms: int, *, other_keks: Collection[bytes] = ()) -> KeyInfo | None:
+        """:attr:`current_key` among keys younger than ``max_age_ms`` too (a writer's key age limit) and
+        not wrapped by one of ``other_keks``: the wrapping keys known to be under a KEK other than the
+        writer's (a KEK per topic). A key whose wrapping key the table has not applied yet counts: another
+        writer of the same KEK may have just made it, and every writer must agree on the current key."""
         return next(
-            (
-                k
-                for k in self.keys
-                if k.usable
-                and now_ms - k.created_ms < max_age_ms
-                and (wrapping_keys is None or k.wk_id in wrapping_keys)
-            ),
+            (k for k in self.keys if k.usable and now_ms - k.created_ms < max_age_ms and k.wk_id not in other_keks),
             None,
         )
 
