@@ -1,7 +1,7 @@
 """A key creator in its own process (for the concurrency test): get_or_create at a given instant, then seal.
 
 Usage: python key_creator_process.py BOOTSTRAP KEYS_TOPIC READERS_TOPIC KEYRING SUBJECTS_FILE OUT_FILE START_AT
-Writes ``{"keys": {subject: [key_id hex, envelope base64]}, "discarded": n}`` to OUT_FILE.
+Writes ``{"keys": {subject: [key_id hex, envelope base64]}, "created": n, "discarded": n}`` to OUT_FILE.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def main() -> None:
             context = RecordContext("t", subject.encode())
             envelope = seal(f"from a process for {subject}".encode(), key.key, key.ref, context)
             out[subject] = [key.key_id.hex(), base64.b64encode(envelope).decode()]
-        discarded = manager.counters["discarded"]
-    Path(out_file).write_text(json.dumps({"keys": out, "discarded": discarded}))
+        counters = {name: manager.counters[name] for name in ("created", "discarded")}
+    Path(out_file).write_text(json.dumps({"keys": out, **counters}))
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ def test_concurrent_creators_in_threads_and_processes_converge(
         )
 
     results: dict[str, dict[str, SubjectKey]] = {}
+    created: list[int] = []
     discarded: list[int] = []
     errors: list[BaseException] = []
 
@@ -88,6 +89,7 @@ def test_concurrent_creators_in_threads_and_processes_converge(
                 time.sleep(max(0.0, start_at - time.time()))
                 got = manager.get_or_create(subjects)
                 results[name] = {s: k for s, k in got.items() if isinstance(k, SubjectKey)}
+                created.append(manager.counters["created"])
                 discarded.append(manager.counters["discarded"])
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
@@ -105,12 +107,15 @@ def test_concurrent_creators_in_threads_and_processes_converge(
     for out, process in processes:
         assert process.wait(120) == 0
         written = json.loads(out.read_text())
+        created.append(written["created"])
         discarded.append(written["discarded"])
         for subject, (key_id, envelope) in written["keys"].items():
             envelopes.append((subject, key_id, base64.b64decode(envelope)))
-    # Five creators wrote a key for each subject; exactly one per subject won, the four losers
-    # (never used by anyone) were tombstoned by their creators.
-    assert sum(discarded) == 4 * len(subjects)
+    # The creators raced (starting together, most wrote a key for most subjects; one that starts a
+    # few milliseconds late finds some keys made and writes none for those); exactly one key per
+    # subject won, and every other key written (never used by anyone) was tombstoned by its creator.
+    assert sum(created) >= 3 * len(subjects), created
+    assert sum(created) - sum(discarded) == len(subjects), (created, discarded)
 
     with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
         reader.wait_caught_up(30)
