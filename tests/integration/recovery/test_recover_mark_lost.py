@@ -78,17 +78,24 @@ def test_mark_lost_lets_readers_skip_scattered_loss_on_purpose(
 
     topic = new_topic(partitions=1)
     rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": topic, "mode": "fields", "fields": FIELDS}]})
+    # A writer seals only with keys under its own KEK: c0-c9's events go through a producer of KEK A,
+    # the others' through one of KEK B, one event at a time so they alternate in offset order.
     originals: dict[int, dict[str, Any]] = {}
+    options = {"register": False}
     with (
-        KeyManager(client, kms, topic=keys_topic, kek_alias="subjects-b", table_options={"register": False}) as mgr,
-        EncryptingProducer(client, rules, mgr) as producer,
+        KeyManager(client, kms, topic=keys_topic, kek_alias="subjects-a", table_options=options) as mgr_a,
+        KeyManager(client, kms, topic=keys_topic, kek_alias="subjects-b", table_options=options) as mgr_b,
+        EncryptingProducer(client, rules, mgr_a) as producer_a,
+        EncryptingProducer(client, rules, mgr_b) as producer_b,
     ):
         for i in range(200):
             subject, doc = event(i)
             originals[i] = doc
+            producer = producer_a if int(subject[1:]) < 10 else producer_b
             outcome = producer.produce(topic, json.dumps(doc).encode(), key=subject.encode())
             assert outcome is ProduceOutcome.ENCRYPTED
-        assert producer.flush(30) == 0
+            assert producer.flush(30) == 0
+        assert mgr_a.counters["created"] == mgr_b.counters["created"] == 0  # the keys made above
     admin.set_state(kek_a, KekState.DISABLED)  # lost for every reader; restorable, so the undo can be shown
 
     encrypted = f"{topic}.enc"
