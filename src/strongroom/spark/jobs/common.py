@@ -413,10 +413,12 @@ class StreamingJob(Generic[ResultT]):
 
     def start(self) -> StreamingQuery:
         progress = read_checkpoint(self.spark, self.settings.checkpoint)
-        restore_progress(self.settings.client, self.sink.group_id, progress)
         # A killed run may have left transactions open on partitions that get no new data for a while; end
         # them now rather than let them hold read_committed readers of the output back until they time out.
+        # First: their offsets are pending in the consumer group, and reading the group's committed offsets
+        # (below) waits for them to resolve, up to the transaction timeout.
         self.abort_open_transactions()
+        restore_progress(self.settings.client, self.sink.group_id, progress)
         writer = (
             self.source()
             .writeStream.foreachBatch(self.process_batch)
