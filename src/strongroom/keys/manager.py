@@ -358,8 +358,8 @@ class KeyManager:
         self._other_kek_wks = others
 
     def _current(self, state: SubjectState) -> KeyInfo | None:
-        """The subject's current key for this writer: first in partition order among keys under this
-        writer's KEK, not declared lost, not exhausted and younger than the key age limit."""
+        """The subject's current key for this writer: first in partition order among keys not known to be
+        under another KEK, not declared lost, not exhausted and younger than the key age limit."""
         return state.current_key_within(
             int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), other_keks=self._other_kek_wks
         )
