@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import stat_cpu_seconds  # bench/ is on sys.path when a script in it runs
 from scrub_throughput import LAG_PRODUCERS, LAG_RATE, LAG_SECONDS, paced_producer
 from strongroom.audit.ledger import capture_ledger, read_ledger
 from strongroom.audit.store import LedgerPaths
@@ -33,9 +34,11 @@ WARM_UP_SECONDS = 8.0
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds so far of a live process (benchkit's ``/proc`` reading, which adds reaped children); of
+    this process its own only, since the producers it reaps are counted apart."""
+    if pid == os.getpid():
+        return time.process_time()
+    return stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))[1]
 
 
 def run(spark: Any, cluster: KafkaCluster, work: Path, name: str, seconds: float, trigger: float) -> dict[str, Any]:
