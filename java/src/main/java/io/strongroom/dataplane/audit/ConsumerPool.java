@@ -31,7 +31,6 @@ public final class ConsumerPool {
     private record Kept(Key key, KafkaConsumer<byte[], byte[]> consumer, long since) {}
 
     private static final Map<Key, ArrayDeque<Kept>> IDLE_CONSUMERS = new HashMap<>();
-    private static int idleCount;
 
     private ConsumerPool() {}
 
@@ -44,7 +43,6 @@ public final class ConsumerPool {
             ArrayDeque<Kept> waiting = IDLE_CONSUMERS.get(key);
             if (waiting != null && !waiting.isEmpty()) {
                 kept = waiting.pollLast().consumer();
-                idleCount--;
             }
             expired = expire(System.nanoTime());
         }
@@ -64,7 +62,6 @@ public final class ConsumerPool {
             Key key = key(props, partition);
             IDLE_CONSUMERS.computeIfAbsent(key, k -> new ArrayDeque<>())
                     .addLast(new Kept(key, consumer, System.nanoTime()));
-            idleCount++;
             expired = expire(System.nanoTime());
         }
         closeAll(expired);
@@ -76,14 +73,13 @@ public final class ConsumerPool {
         synchronized (ConsumerPool.class) {
             IDLE_CONSUMERS.values().forEach(all::addAll);
             IDLE_CONSUMERS.clear();
-            idleCount = 0;
         }
         closeAll(all);
     }
 
     /** How many consumers wait in this JVM's pool. */
     public static synchronized int idle() {
-        return idleCount;
+        return IDLE_CONSUMERS.values().stream().mapToInt(ArrayDeque::size).sum();
     }
 
     /** Removes (under the lock) the consumers idle too long, and the oldest beyond {@link #MAX_IDLE}. */
@@ -99,25 +95,20 @@ public final class ConsumerPool {
                 it.remove();
             }
         }
-        idleCount -= out.size();
-        while (idleCount > MAX_IDLE) {
+        for (int waiting = idle(); waiting > MAX_IDLE; waiting--) {
             Kept oldest = null;
-            for (ArrayDeque<Kept> waiting : IDLE_CONSUMERS.values()) {
-                Kept first = waiting.peekFirst();
+            for (ArrayDeque<Kept> queue : IDLE_CONSUMERS.values()) {
+                Kept first = queue.peekFirst();
                 if (first != null && (oldest == null || first.since() < oldest.since())) {
                     oldest = first;
                 }
             }
-            if (oldest == null) {
-                break;
-            }
-            ArrayDeque<Kept> waiting = IDLE_CONSUMERS.get(oldest.key());
-            waiting.pollFirst();
-            if (waiting.isEmpty()) {
+            ArrayDeque<Kept> queue = IDLE_CONSUMERS.get(oldest.key());
+            queue.pollFirst();
+            if (queue.isEmpty()) {
                 IDLE_CONSUMERS.remove(oldest.key());
             }
             out.add(oldest);
-            idleCount--;
         }
         return out;
     }
