@@ -2,11 +2,13 @@
 
 An operation is a JSON object (the protocol of ``io.strongroom.dataplane.tools.CodecTool ops``)::
 
-    {"op": "seal_value" | "open_value" | "seal_fields" | "open_fields" | "parse_marker", "input_hex", "dek_hex",
+    {"op": "seal_value" | "open_value" | "seal_fields" | "open_fields" | "seal_schema" | "open_schema"
+           | "parse_marker", "input_hex", "dek_hex",
      "key_ref": {"kind": "subject_key", "key_id_hex"} | {"kind": "wrapped_dek", "kek_ref", "edek_hex"},
      "topic", "subject_hex", "profile": "topic" | "portable", "field_path", "rules",
      "nonces_hex" (fixed nonces, tests only), "keys": [{"key_ref", "dek_hex" or null (erased)}],
-     "on_erased": "null" | "raise", "topic_map"}
+     "on_erased": "null" | "raise", "topic_map",
+     schema mode: "schema_id", "selection": {"tags", "paths"}, "schema_plan" (the driver's answer for the id)}
 
 and its outcome is ``{"ok": true, "output_hex"}`` or ``{"ok": false, "kind": <error class name>}``. The
 kind of a refusal is the name of the Python error class; the JVM reports the same names.
@@ -36,6 +38,9 @@ from strongroom.envelope import (
     seal,
 )
 from strongroom.errors import StrongroomError
+from strongroom.schemas.fields import Selection
+from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
+from strongroom.schemas.sealing import SchemaFields
 from strongroom.spark.dataplane import pyspark_jars_dir, require_dataplane_jar
 
 Operation = dict[str, Any]
@@ -85,6 +90,8 @@ def _python_output(op: Operation) -> bytes:
     ctx = RecordContext(op["topic"], bytes.fromhex(op["subject_hex"]), AadProfile[op.get("profile", "topic").upper()])
     topic_map = op.get("topic_map") or None
     with _nonces(op):
+        if op["op"] in ("seal_schema", "open_schema"):
+            return _schema_output(op, value, ctx)
         if op["op"] == "seal_value":
             dek, ref = bytes.fromhex(op["dek_hex"]), _key_ref(op["key_ref"])
             return seal(value, dek, ref, ctx, op.get("field_path", ""))
@@ -100,6 +107,17 @@ def _python_output(op: Operation) -> bytes:
             on_erased=op.get("on_erased", "null"),
             expect_encrypted=op.get("rules"),
         )
+
+
+def _schema_output(op: Operation, value: bytes, ctx: RecordContext) -> bytes:
+    """Schema mode: the record's schema (``schema_plan["schema"]``) under ``schema_id``, the rule's selection."""
+    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")  # every schema is preloaded
+    registry.preload(op["schema_id"], RegisteredSchema("AVRO", op["schema_plan"]["schema"]))
+    selection = Selection(frozenset(op["selection"]["tags"]), tuple(op["selection"]["paths"]))
+    fields = SchemaFields(registry, selection)
+    if op["op"] == "seal_schema":
+        return fields.seal(value, bytes.fromhex(op["dek_hex"]), _key_ref(op["key_ref"]), ctx)
+    return fields.open(value, _lookup(op), ctx)[0]
 
 
 def run_python(op: Operation) -> Outcome:

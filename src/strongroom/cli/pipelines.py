@@ -9,6 +9,7 @@ duplicates in Kafka output.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from strongroom.kms.catalog import KmsCatalog
     from strongroom.metrics import MetricsServer
     from strongroom.rules import EncryptionRules
+    from strongroom.schemas.registry import RegistrySettings
     from strongroom.spark.jobs.common import PipelineSettings, StreamingJob
     from strongroom.spark.jobs.results import PipelineResult
 
@@ -140,6 +142,7 @@ class PipelineOptions:
     on_input_gap: str
     allow_unencrypted_spark_channel: bool
     engine: str
+    schema_registry: str | None
     spark_master: str | None
     spark_conf: tuple[str, ...]
     metrics_port: int | None
@@ -167,6 +170,7 @@ class PipelineOptions:
             on_input_gap=InputGapPolicy(self.on_input_gap),
             allow_unencrypted_spark_channel=self.allow_unencrypted_spark_channel,
             engine=Engine(self.engine),
+            schema_registry=registry_settings(self.schema_registry),
         )
 
     def kmses(self, catalog: KmsCatalog | None) -> dict[str, dict[str, Any]]:
@@ -189,6 +193,28 @@ class PipelineOptions:
         if self.metrics_port is not None:
             config.setdefault("metrics", True)
         return config
+
+
+#: How long a pipeline waits out an unreachable schema registry (as a KMS outage) before it stops.
+REGISTRY_OUTAGE_WAIT_S = 1800.0
+
+
+def registry_settings(url: str | None) -> RegistrySettings | None:
+    """The pipeline's schema registry: ``url`` and credentials from the environment (never from argv)."""
+    if url is None:
+        return None
+    from strongroom.schemas.registry import RegistrySettings
+
+    env = {
+        field: os.environ[name]
+        for field, name in (
+            ("username", "STRONGROOM_SCHEMA_REGISTRY_USER"),
+            ("password", "STRONGROOM_SCHEMA_REGISTRY_PASSWORD"),
+            ("bearer_token", "STRONGROOM_SCHEMA_REGISTRY_TOKEN"),
+        )
+        if os.environ.get(name)
+    }
+    return RegistrySettings.model_validate({"url": url, "outage_wait_s": REGISTRY_OUTAGE_WAIT_S, **env})
 
 
 pipeline_options = grouped(
@@ -240,6 +266,14 @@ pipeline_options = grouped(
             show_default=True,
             help="Where the exactly-once Kafka writer runs: Python workers, or the executor JVM (needs the "
             'data-plane jar, `make dataplane`). See docs/pipelines.md, "Engines".',
+        ),
+        click.option(
+            "--schema-registry",
+            metavar="URL",
+            envvar="STRONGROOM_SCHEMA_REGISTRY_URL",
+            default=None,
+            help="Confluent-API schema registry for schema-mode rules (Apicurio: .../apis/ccompat/v7). Credentials "
+            "come from STRONGROOM_SCHEMA_REGISTRY_USER/_PASSWORD or _TOKEN (docs/schema-aware.md).",
         ),
         spark_options,
         click.option(

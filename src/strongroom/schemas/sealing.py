@@ -30,7 +30,13 @@ from strongroom.envelope.ids import FIELD_PREFIX
 from strongroom.envelope.keyref import KeyRef
 from strongroom.errors import EnvelopeError
 from strongroom.schemas.avro_format import AvroFormat
-from strongroom.schemas.errors import PayloadMismatch, SchemaRecordError, TaggedFieldType, UnknownSchemaId
+from strongroom.schemas.errors import (
+    PayloadMismatch,
+    SchemaRecordError,
+    TaggedFieldType,
+    UnknownSchemaId,
+    UnsupportedSchema,
+)
 from strongroom.schemas.fields import (
     FieldTarget,
     SchemaField,
@@ -92,6 +98,12 @@ class SchemaPlan:
                 "readers could not find the subject"
             )
         return targets
+
+    def targets(self) -> tuple[FieldTarget, ...]:
+        """The fields the selection seals (Avro and JSON Schema: one set per schema id)."""
+        if self._proto is not None:
+            raise UnsupportedSchema(f"{self.where} is Protobuf: its targets depend on each record's message type")
+        return self._targets[()]
 
     def read(self, payload: bytes, *, validate: bool) -> Decoded:
         if self._avro is not None:
@@ -206,16 +218,22 @@ class SchemaFields:
             set_value(slot, plain)
         return frame(schema_id, decoded.write()), erased
 
+    def key_refs(self, value: bytes, *, sealed_only: bool = False) -> list[KeyRef]:
+        """Every key the selected fields of ``value`` are sealed under, without opening them (the errors of
+        :meth:`open` for a field that is not sealed; ``sealed_only``: such a field is passed over)."""
+        _, decoded = self.read(value, validate=False)
+        refs: list[KeyRef] = []
+        for slot in target_slots(decoded.datum, decoded.targets):
+            current = get_value(slot)
+            if current is None or (sealed_only and not _looks_sealed(current)):
+                continue
+            refs.append(parse(_envelope_of(current, slot.target)).key_ref)
+        return refs
+
     def holds_envelopes(self, value: bytes) -> bool:
         """True when a selected field of ``value`` holds something sealed-looking (unmarked records)."""
         _, decoded = self.read(value, validate=False)
-        for slot in target_slots(decoded.datum, decoded.targets):
-            current = get_value(slot)
-            if isinstance(current, str) and current.startswith(FIELD_PREFIX):
-                return True
-            if isinstance(current, bytes) and current[:1] == b"\xf5":
-                return True
-        return False
+        return any(_looks_sealed(get_value(slot)) for slot in target_slots(decoded.datum, decoded.targets))
 
     def subject(self, value: bytes, path: str) -> str | None:
         """The text of the scalar at the dotted ``path`` of the record (None when absent or not a scalar)."""
@@ -235,6 +253,13 @@ class SchemaFields:
         if isinstance(node, str | int):
             return str(node)
         return None
+
+
+def _looks_sealed(current: Any) -> bool:
+    """A selected value that holds (or pretends to hold) an envelope: an ``sr1:`` string, bytes starting 0xF5."""
+    if isinstance(current, str):
+        return current.startswith(FIELD_PREFIX)
+    return isinstance(current, bytes) and current[:1] == b"\xf5"
 
 
 def _envelope_of(current: Any, target: FieldTarget) -> bytes:

@@ -35,11 +35,12 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.envelope.errors import SubjectErased
-from strongroom.errors import KeysError, KmsError, PipelineError
+from strongroom.errors import ConfigError, KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.policies import FrameOnErased, FrameOnFailure, FrameOnReject, choose
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark.keyservice import require_secure_channel
+from strongroom.spark.schema_frames import with_schema_key_ids
 from strongroom.spark.transforms import (
     DECRYPT_KEYS_SCHEMA,
     ENCRYPT_KEYS_SCHEMA,
@@ -54,6 +55,7 @@ from strongroom.spark.transforms import (
     REJECTED,
     decrypt_frame,
     encrypt_frame,
+    marker_column,
     rule_condition,
     with_key_ids,
     with_subject,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from strongroom.keys.manager import KeyManager, KeyOrDecision
     from strongroom.keys.router import KeyRouter
     from strongroom.keys.table import KeyTable
+    from strongroom.schemas.registry import RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ def encrypt_dataframe(
     """
     on_reject = choose("on_reject", on_reject, FrameOnReject, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
-    rules = _rules(rules)
+    rules = _rules(rules, "encrypt_dataframe")
     source, parts, seen = _split(df, rules, with_subject, "topic", "subject")
     keys_frame = _encrypt_keys_frame(source.sparkSession, keys, seen)
     frames = []
@@ -188,6 +191,7 @@ def decrypt_dataframe(
     erased: FrameOnErased | str = FrameOnErased.KEEP,
     encrypted_only: bool = True,
     allow_unencrypted_spark_channel: bool = False,
+    schema_registry: RegistrySettings | None = None,
 ) -> DataFrame:
     """Decrypt a DataFrame with Spark's Kafka source schema.
 
@@ -201,12 +205,22 @@ def decrypt_dataframe(
     ``topic_map`` maps physical topics to the logical topic the ciphertext is bound to (mirrors).
     ``encrypted_only`` (default) makes a record without the ``strongroom.enc`` marker ``failed``
     (plaintext or downgraded, docs/threat-model.md); ``False`` passes it through.
+    ``schema_registry``: where schema-mode rules read their records' schemas (docs/schema-aware.md); the
+    executors ask it themselves (its settings travel in the closure). A schema record's tagged fields of
+    an erased subject become null or empty and the record is ``ok``, as in field mode.
     """
     on_failure = choose("on_failure", on_failure, FrameOnFailure, PipelineError)
     erased = choose("erased", erased, FrameOnErased, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
-    rules = _rules(rules)
-    source, parts, seen = _split(df, rules, with_key_ids, "key_id", "subject")
+    rules = _rules(rules, "decrypt_dataframe", schema_registry)
+
+    def annotate(part: DataFrame, rule: TopicRule) -> DataFrame:
+        if rule.mode == "schema":
+            assert schema_registry is not None
+            return with_schema_key_ids(part, rule, schema_registry, marker_column())
+        return with_key_ids(part, rule)
+
+    source, parts, seen = _split(df, rules, annotate, "key_id", "subject")
     keys_frame = _decrypt_keys_frame(source.sparkSession, keys, seen)
     logical = _logical_topic(topic_map or {})
     opened = [
@@ -218,6 +232,7 @@ def decrypt_dataframe(
             output_topic=F.col("topic"),
             erased_value="null",
             encrypted_only=encrypted_only,
+            schema_registry=schema_registry,
         )
         for part, rule in zip(parts, rules.rules, strict=True)
     ]
@@ -272,10 +287,19 @@ def _apply_decrypt_policies(frame: DataFrame, on_failure: FrameOnFailure, erased
 
 
 # ---------------------------------------------------------------------------- helpers
-def _rules(rules: EncryptionRules | Mapping[str, object]) -> EncryptionRules:
+def _rules(
+    rules: EncryptionRules | Mapping[str, object], where: str, registry: RegistrySettings | None = None
+) -> EncryptionRules:
+    """The parsed rules; schema-mode rules only where the function reads them, and with a registry."""
     parsed = rules if isinstance(rules, EncryptionRules) else EncryptionRules.parse_obj_or_fail(dict(rules))
     for rule in parsed.rules:
-        rule.require_not_schema("the DataFrame API")
+        if where == "decrypt_dataframe" and rule.mode == "schema" and registry is None:
+            raise ConfigError(
+                f"the rule for {rule.topic!r} is in schema mode but no schema registry was given",
+                hint="pass schema_registry=RegistrySettings(url=...) to decrypt_dataframe",
+            )
+        if where != "decrypt_dataframe":
+            rule.require_not_schema(where)
     return parsed
 
 

@@ -19,9 +19,9 @@ drop) are resolved here, on the driver, into plain values per source topic, so b
 same words. The settings carry no key: the tasks ask the driver's key service (pinned TLS and token,
 :mod:`strongroom.spark.keyservice`) once per chunk of records, exactly as the Python tasks do.
 
-It runs the encrypt and decrypt pipelines (Kafka output; whole values and JSON fields; the subject from
-the key, a header or a JSON path); anything else is refused before the query starts (:func:`unsupported`),
-naming ``--engine python``.
+It runs the encrypt and decrypt pipelines (Kafka output; whole values, JSON fields and the tagged fields of
+Avro schema-registry records; the subject from the key, a header or a field path); anything else is
+refused before the query starts (:func:`unsupported`), naming ``--engine python``.
 """
 
 from __future__ import annotations
@@ -174,6 +174,8 @@ def _topic_plan(rules: EncryptionRules, topic: str, output: str, *, bound: str |
         "profile": "portable" if rule.aad_profile == "portable" else "topic",
         "dead_letter": rule.on_reject == OnReject.DEAD_LETTER,
         "fields": list(rule.fields) if rule.mode == "fields" else [],
+        # schema mode: the fields come per schema id from the driver (strongroom.spark.schema_plans)
+        "mode": rule.mode,
     }
 
 

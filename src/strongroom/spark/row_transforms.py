@@ -39,6 +39,7 @@ from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import EnvelopeError, KeysError, PipelineError
 from strongroom.policies import OnReject
 from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.schemas.registry import RegistrySettings, SchemaRegistry
 from strongroom.spark.keyservice import KeyServiceClient, b64, unb64
 from strongroom.spark.transforms import KEY_FOREIGN
 
@@ -74,13 +75,18 @@ class _Rules:
 
     rules: EncryptionRules
     encrypted_only: bool = False
+    #: Schema-mode rules read their records' schemas from this registry (one client per executor task).
+    schema_registry: RegistrySettings | None = None
     _by_topic: dict[str, tuple[TopicRule, RuleCodec, int]] = field(default_factory=dict)
+    _registry: SchemaRegistry | None = None
 
     def __call__(self, topic: str) -> tuple[TopicRule, RuleCodec, int]:
         found = self._by_topic.get(topic)
         if found is None:
             rule = self.rules.rule_for(topic)
-            codec = RuleCodec(rule, encrypted_only=self.encrypted_only)
+            if rule.mode == "schema" and self._registry is None and self.schema_registry is not None:
+                self._registry = SchemaRegistry(self.schema_registry)
+            codec = RuleCodec(rule, encrypted_only=self.encrypted_only, schema_registry=self._registry)
             found = self._by_topic[topic] = (rule, codec, self.rules.rules.index(rule))
         return found
 
@@ -101,12 +107,14 @@ class EncryptRows:
     #: Usable value size per output topic (``max.message.bytes`` minus record headroom).
     limits: dict[str, int]
     dead_letter_topic: str | None = None
+    #: Where schema-mode rules read their records' schemas (docs/schema-aware.md).
+    schema_registry: RegistrySettings | None = None
     _codecs: _Rules | None = field(default=None, repr=False)
     _client: KeyServiceClient | None = field(default=None, repr=False)
 
     def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
         if self._codecs is None:
-            self._codecs = _Rules(self.rules)
+            self._codecs = _Rules(self.rules, schema_registry=self.schema_registry)
             self._client = KeyServiceClient(self.service)
         n = len(cols["src_offset"])
         out = _empty_output(n)
@@ -209,6 +217,8 @@ class DecryptRows:
     dead_letter_topic: str | None = None
     #: Records without the marker header fail (docs/threat-model.md, downgrade); False passes them on.
     encrypted_only: bool = True
+    #: Where schema-mode rules read their records' schemas (docs/schema-aware.md).
+    schema_registry: RegistrySettings | None = None
     _codecs: _Rules | None = field(default=None, repr=False)
     _client: KeyServiceClient | None = field(default=None, repr=False)
 
@@ -219,7 +229,7 @@ class DecryptRows:
     def __call__(self, cols: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
         """One Arrow batch: ask the driver for every key the batch needs in one request, then open each record."""
         if self._codecs is None:
-            self._codecs = _Rules(self.rules, self.encrypted_only)
+            self._codecs = _Rules(self.rules, self.encrypted_only, self.schema_registry)
             self._client = KeyServiceClient(self.service)
         states = self._key_states(self._key_requests(cols, self._codecs))
         return self._open_rows(cols, self._codecs, _state_lookup(states))
@@ -347,6 +357,12 @@ def _key_ids(value: bytes, codec: RuleCodec) -> list[bytes]:
     Field mode reads the parsed document (the rule's fields only, so an escaped ``sr1:`` spelling is not
     missed); a document that cannot be read needs no key: opening it fails with the precise reason.
     """
+    if codec.schema is not None:
+        try:
+            refs = codec.schema.key_refs(value, sealed_only=True)  # a plaintext field fails when opened
+            return [ref.key_id for ref in refs if isinstance(ref, SubjectKeyRef)]
+        except EnvelopeError:
+            return []
     if codec.fields is None:
         if value[:4] == SUBJECT_KEY_PREFIX and len(value) >= 4 + SUBJECT_KEY_ID_SIZE:
             return [value[4 : 4 + SUBJECT_KEY_ID_SIZE]]

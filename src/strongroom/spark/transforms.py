@@ -24,11 +24,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from strongroom.envelope.ids import FIELD_PREFIX, RECORD_HEADER_NAME, ValueMode
+from strongroom.errors import ConfigError
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.spark import envelope_columns as ec
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from strongroom.schemas.registry import RegistrySettings
 
 #: Schema of the per-batch keys frame for encryption (one row per subject of the batch).
 ENCRYPT_KEYS_SCHEMA = "subject string, key_id binary, dek binary, emit boolean"
@@ -92,7 +95,7 @@ def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_val
     plaintext so the job can dead-letter them — the job never writes a rejected row to the output topic.
     ``max_value_bytes`` bounds the *encrypted* value (the output topic's limit minus record headroom).
     """
-    rule.require_not_schema("the Spark pipelines")
+    rule.require_not_schema("encrypt_dataframe")
     out_topic = F.regexp_replace(F.lit(rule.output_topic), r"\$\(topic\)", F.col("topic"))
     # keys per (source topic, subject) when topics have their own KEKs (strongroom.keys.router), else per subject
     joined = batch.join(
@@ -287,6 +290,7 @@ def decrypt_frame(
     output_topic: Column,
     erased_value: str = "drop",
     encrypted_only: bool = True,
+    schema_registry: RegistrySettings | None = None,
 ) -> DataFrame:
     """Sink frame opening the records of ``batch`` (from :func:`with_key_ids`) with the batch's keys.
 
@@ -296,14 +300,26 @@ def decrypt_frame(
     value when ``erased_value == "null"``; fields: the encrypted fields become null and the record is
     ``ok``); ``failed`` with a reason (lost KEK, tampered or moved, unknown version; with
     ``encrypted_only``, a record without the marker header: plaintext or downgraded).
-    A failed, pending or dropped row never carries plaintext.
+    A failed, pending or dropped row never carries plaintext. Schema mode needs ``schema_registry`` (and
+    ``batch`` from :func:`strongroom.spark.schema_frames.with_schema_key_ids`).
     """
-    rule.require_not_schema("the Spark pipelines")
     joined = batch.join(F.broadcast(keys), on="key_id", how="left")
     reason = _decrypt_reason(rule, encrypted_only)
     status = _decrypt_status(rule, reason)
     framed = joined.withColumn("reason", reason).withColumn("status", status).withColumn("logical_topic", logical_topic)
-    framed = _open_whole_values(framed) if rule.mode == "value" else _open_fields(framed, rule, encrypted_only)
+    if rule.mode == "schema":
+        from strongroom.spark.schema_frames import open_schema_fields
+
+        if schema_registry is None:
+            raise ConfigError(
+                f"the rule for {rule.topic!r} is in schema mode but no schema registry was given",
+                hint="pass schema_registry=RegistrySettings(url=...)",
+            )
+        framed = open_schema_fields(framed, rule, encrypted_only, schema_registry)
+    elif rule.mode == "value":
+        framed = _open_whole_values(framed)
+    else:
+        framed = _open_fields(framed, rule, encrypted_only)
     return _decrypted_sink_rows(framed, output_topic, erased_value)
 
 
@@ -319,8 +335,9 @@ def _no_envelope(fields: bool) -> Column:
 
 def _decrypt_reason(rule: TopicRule, encrypted_only: bool) -> Column:
     """Why a record fails before it is opened (null: it does not fail here)."""
-    fields = rule.mode == "fields"
-    expected_marker = bytes((1, ValueMode.JSON_FIELDS if fields else ValueMode.WHOLE_VALUE))
+    fields = rule.mode != "value"  # JSON fields or a schema record's fields
+    mode = {"value": ValueMode.WHOLE_VALUE, "fields": ValueMode.JSON_FIELDS, "schema": ValueMode.SCHEMA_FIELDS}
+    expected_marker = bytes((1, mode[rule.mode]))
     unmarked = F.col("marker").isNull() & F.col("value").isNotNull()
     return (
         F.when(F.col("value").isNull(), F.lit(None))
@@ -340,7 +357,7 @@ def _decrypt_reason(rule: TopicRule, encrypted_only: bool) -> Column:
 
 def _decrypt_status(rule: TopicRule, reason: Column) -> Column:
     """A record's status before it is opened (opening can still turn ``ok`` into ``failed``)."""
-    fields = rule.mode == "fields"
+    fields = rule.mode != "value"
     # Field mode: a record whose document holds none of the rule's fields sealed has no envelope at all;
     # the Python opener passes it through (unmarked) or checks no rule path holds plaintext (marked).
     no_fields_sealed = F.lit(fields) & F.col("key_id").isNull()

@@ -16,9 +16,7 @@ from typing import Any
 
 import pytest
 from client_kit import ClientEnv, poll_all
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from schema_formats import AVRO_SCHEMA, customer_events, make_format, registry_client
-from schema_kit_avro import avro_payload
+from confluent_kafka.schema_registry import Schema
 
 from strongroom.clients.errors import DecryptFailed, RecordRejected
 from strongroom.clients.producer import ProduceOutcome, ProducerRecord
@@ -28,6 +26,14 @@ from strongroom.schemas.errors import RegistryUnavailable
 from strongroom.schemas.registry import RegistrySettings, SchemaRegistry
 from strongroom.schemas.wire import frame
 from strongroom.testing.forwarder import TcpForwarder
+from strongroom.testing.schema_formats import (
+    AVRO_SCHEMA,
+    avro_payload,
+    bad_schema_records,
+    customer_events,
+    make_format,
+    registry_client,
+)
 from strongroom.testing.schema_registry import SchemaRegistryServer
 
 SCHEMA_MARKER = ("strongroom.enc", b"\x01\x03")
@@ -104,34 +110,12 @@ def test_tagged_fields_sealed_in_place_read_back_exact_and_erased_by_policy(
     assert after.metrics()["erased_fields"] == 3
 
 
-def register_avro(client: SchemaRegistryClient, subject: str, schema: dict[str, Any]) -> int:
-    return int(client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
-
-
-def bad_inputs(env: ClientEnv, registry_url: str, topic: str) -> dict[str, bytes]:
-    """One record per kind of bad input, each named by what a reader should be told."""
-    client = registry_client(registry_url)
-    good = make_format("avro", client, topic).serialize(customer_events(1, 1)[0])
-    tagged_int = {**AVRO_SCHEMA, "name": "WithTaggedInt"}
-    tagged_int["fields"] = [*AVRO_SCHEMA["fields"], {"name": "ssn", "type": "long", "confluent:tags": ["PII"]}]
-    tagged_id = register_avro(client, f"{topic}-bad-value", tagged_int)
-
-    return {
-        "not the Confluent magic byte": json.dumps({"email": "c0@example.com"}).encode(),
-        "does not know schema id 987654": frame(987654, good[5:]),
-        "does not read as Avro schema id": good[:5] + b"\x02",
-        "field $.ssn of schema id": frame(
-            tagged_id, avro_payload(tagged_int, {**customer_events(1, 1)[0], "name": None, "ssn": 123456789})
-        ),
-    }
-
-
 def test_bad_input_is_rejected_by_the_producer_fail_or_dead_letter_never_sealed_half(
     client_env: ClientEnv, schema_registry: SchemaRegistryServer
 ) -> None:
     env = client_env
     topic = env.new_topic()
-    bad = bad_inputs(env, schema_registry.url, topic)
+    bad = bad_schema_records(schema_registry.url, topic)
     registry = SchemaRegistry(schema_registry.url)
     failing = env.producer(schema_rule(topic), schema_registry=registry)
     for problem, value in bad.items():
@@ -158,7 +142,7 @@ def test_bad_records_in_an_encrypted_topic_fail_dead_letter_or_skip_and_are_neve
     env = client_env
     topic = env.new_topic()
     encrypted = env.new_topic(prefix="enc")
-    bad = bad_inputs(env, schema_registry.url, topic)
+    bad = bad_schema_records(schema_registry.url, topic)
     plaintext = make_format("avro", registry_client(schema_registry.url), topic).serialize(customer_events(1, 1)[0])
     bad["field $.email should be encrypted but holds plaintext"] = plaintext
     env.produce_raw(encrypted, [(b"cust-0", value, [SCHEMA_MARKER]) for value in bad.values()])
@@ -200,7 +184,7 @@ def test_registry_down_mid_stream_waits_then_stops_and_never_skips_or_guesses(
     event = customer_events(1, 1)[0]
     value_a = first_schema.serialize(event)
     other = {**AVRO_SCHEMA, "name": "CustomerEventV2"}
-    other_id = register_avro(client, f"{topic}-v2-value", other)
+    other_id = int(client.register_schema(f"{topic}-v2-value", Schema(json.dumps(other), "AVRO")))
 
     value_b = frame(other_id, avro_payload(other, event))
 

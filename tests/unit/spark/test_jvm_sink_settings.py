@@ -50,6 +50,7 @@ def test_the_settings_carry_the_python_sinks_ids_and_the_rules_decisions() -> No
         "profile": "topic",
         "dead_letter": True,
         "fields": [],
+        "mode": "value",
     }
     assert document["topics"]["payments"]["profile"] == "portable"
     assert document["topics"]["payments"]["rule_index"] == 1

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from strongroom.metrics import Metrics, PipelineInstruments, RecordSample
+    from strongroom.schemas.registry import RegistrySettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,6 +93,9 @@ class PipelineSettings:
     engine: Engine = Engine.PYTHON
     #: Named KMS settings the rules may name (a rules file's ``kms:`` section, :mod:`strongroom.kms.catalog`).
     kmses: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    #: The schema registry of schema-mode rules (docs/schema-aware.md); its credentials never leave the driver
+    #: on the JVM engine (tasks ask the key service for schema plans).
+    schema_registry: RegistrySettings | None = field(default=None, repr=False)
 
     @property
     def client(self) -> ClientConfig:

@@ -64,6 +64,7 @@ from strongroom.spark.jvm_sink import DecryptPolicies, decrypt_settings, jvm_tas
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
+from strongroom.spark.schema_plans import SchemaPlans
 from strongroom.spark.transforms import (
     ERASED,
     FAILED,
@@ -130,6 +131,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
             raise PipelineError("decrypting to Parquet needs an output path", hint="pass --output-path")
         if on_failure == "dead-letter" and not settings.dead_letter_topic:
             raise PipelineError("on_failure=dead-letter needs a dead-letter topic", hint="pass --dead-letter-topic")
+        self.schema_plans = SchemaPlans(settings.rules, settings.schema_registry)
         self.spark = spark
         self.settings = settings
         self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
@@ -253,6 +255,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
 
     def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
         """The key service's handler: ``decrypt_keys`` → ``[[state, DEK or None, reason or None], ...]``."""
+        if op == "schema_plan":
+            return self.schema_plans.answer(args)
         if op != "decrypt_keys":
             raise PipelineError(f"unknown key service request {op!r}")
         pairs = [(unb64(kid), subject) for kid, subject in args.get("pairs", [])]
@@ -297,6 +301,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
         return DecryptRows(
             self.settings.rules, self.service.client_spec(), self.output_topic_template, self.on_failure,
             self.erased, self.pending.topic, self.topic_map, self.settings.dead_letter_topic, self.encrypted_only,
+            self.settings.schema_registry,
         )  # fmt: skip
 
     def _jvm_settings(self, topics: list[str]) -> str:
@@ -384,6 +389,9 @@ class DecryptJob(StreamingJob[DecryptResult]):
         ctx = RecordContext(topic, record.subject.encode("utf-8"))
         lookup = self.table.key_lookup_for(record.subject)
         try:
+            if rule.mode == "schema":
+                opened, _ = self.schema_plans.fields_for(rule).open(record.value or b"", _erased_as_none(lookup), ctx)
+                return (OK, opened)
             if rule.mode == "fields":
                 opened = decrypt_json_fields(
                     record.value or b"", lookup, ctx, on_erased="null", expect_encrypted=rule.fields
@@ -420,6 +428,19 @@ class DecryptJob(StreamingJob[DecryptResult]):
                     f"{payload}",
                     hint="restore the KEK or rerun with --on-failure dead-letter/skip",
                 )
+
+
+def _erased_as_none(lookup: Callable[[Any], bytes | None]) -> Callable[[Any], bytes | None]:
+    """``lookup`` answering None for an erased key: schema mode reads an erased subject's fields as null or
+    empty (as the executors do), instead of dropping the whole record."""
+
+    def wrapped(ref: Any) -> bytes | None:
+        try:
+            return lookup(ref)
+        except SubjectErased:
+            return None
+
+    return wrapped
 
 
 def _at_or_after(done: dict[tuple[str, int], int]) -> Any:

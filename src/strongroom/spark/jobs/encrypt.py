@@ -47,6 +47,7 @@ from strongroom.spark.jobs.results import EncryptResult
 from strongroom.spark.jvm_sink import encrypt_settings, jvm_tasks, require_jvm_engine
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
+from strongroom.spark.schema_plans import SchemaPlans
 
 if TYPE_CHECKING:
     from strongroom.metrics import Metrics, RecordSample
@@ -75,6 +76,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
 
         if settings.engine == Engine.JVM:
             require_jvm_engine(spark, self.kind)  # before anything is opened
+        self.schema_plans = SchemaPlans(settings.rules, settings.schema_registry)
         self.spark = spark
         self.settings = settings
         self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
@@ -143,7 +145,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
             document = encrypt_settings(self.sink, rules, outputs, limits, dlq, self.service.client_spec())
             self.write_batch(source_rows(batch), tasks=jvm_tasks(self.spark, document))
         else:
-            self.write_batch(source_rows(batch), EncryptRows(rules, self.service.client_spec(), limits, dlq))
+            transform = EncryptRows(rules, self.service.client_spec(), limits, dlq, self.settings.schema_registry)
+            self.write_batch(source_rows(batch), transform)
         if self.on_batch is not None:
             self.on_batch(batch_id, self.result())
 
@@ -155,6 +158,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
         ``seals`` (optional, one count per subject) is how many records of each subject the batch seals:
         charged to the keys' usage limits (a client that sends none is charged one seal per subject).
         """
+        if op == "schema_plan":
+            return self.schema_plans.answer(args)
         if op != "encrypt_keys":
             raise PipelineError(f"unknown key service request {op!r}")
         subjects = [str(s) for s in args.get("subjects", [])]

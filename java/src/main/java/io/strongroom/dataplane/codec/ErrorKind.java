@@ -40,7 +40,21 @@ public enum ErrorKind {
     INVALID_KEY_REF("InvalidKeyRef",
             "pass a 16-byte subject key id, or a 'provider:kek-id' reference and a non-empty EDEK"),
     INVALID_DEK("InvalidDek",
-            "the key source returned something that is not a 32-byte AES-256 key; check it");
+            "the key source returned something that is not a 32-byte AES-256 key; check it"),
+    // schema-aware mode (strongroom.schemas.errors)
+    NOT_FRAMED("NotFramed",
+            "schema-aware rules read values written by a schema-registry serializer (Avro, JSON Schema, Protobuf); "
+                    + "use mode 'value' or 'fields' for this topic, or fix the producer"),
+    UNKNOWN_SCHEMA_ID("UnknownSchemaId",
+            "check that producers and strongroom use the same schema registry (URL and context)"),
+    PAYLOAD_MISMATCH("PayloadMismatch",
+            "the producer wrote bytes its schema does not describe; quarantine the record and check it"),
+    TAGGED_FIELD_TYPE("TaggedFieldType",
+            "tag only string or bytes fields, or change the field's type (strongroom keeps records valid for "
+                    + "their schema, so a sealed value must be a string or bytes)"),
+    UNSUPPORTED_SCHEMA("UnsupportedSchema", "see docs/schema-aware.md for what is supported"),
+    UNKNOWN_FIELD_PATH("UnknownFieldPath",
+            "fix the rule's field path (dotted, [*] for array items and map values) or the schema");
 
     private final String pythonName;
     private final String hint;
@@ -51,6 +65,16 @@ public enum ErrorKind {
     }
 
     /** The name of the matching Python error class (the reason both engines count under). */
+    /** The kind whose Python error class is {@code name}, or null. */
+    public static ErrorKind ofPythonName(String name) {
+        for (ErrorKind kind : values()) {
+            if (kind.pythonName.equals(name)) {
+                return kind;
+            }
+        }
+        return null;
+    }
+
     public String pythonName() {
         return pythonName;
     }

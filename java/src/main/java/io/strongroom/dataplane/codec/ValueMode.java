@@ -3,7 +3,9 @@ package io.strongroom.dataplane.codec;
 /** Second byte of the {@code strongroom.enc} record header: what part of the value is encrypted. */
 public enum ValueMode {
     WHOLE_VALUE((byte) 0x01),
-    JSON_FIELDS((byte) 0x02);
+    JSON_FIELDS((byte) 0x02),
+    /** Fields of a schema-registry record (Confluent wire format) sealed in place. */
+    SCHEMA_FIELDS((byte) 0x03);
 
     private final byte id;
 

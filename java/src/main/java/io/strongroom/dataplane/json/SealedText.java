@@ -12,7 +12,7 @@ import java.util.regex.Pattern;
  * {@code base64.b64decode(validate=True)} (standard alphabet, correct padding, nothing after it), and the
  * check that the raw document spells it canonically (no JSON escapes: strongroom never writes any).
  */
-final class SealedText {
+public final class SealedText {
     private static final Pattern BASE64 = Pattern.compile("[A-Za-z0-9+/]*={0,2}");
     private static final int PREFIX_LENGTH = WireIds.FIELD_PREFIX.length();
 
@@ -24,7 +24,7 @@ final class SealedText {
     }
 
     /** {@code _decode_field}. */
-    static byte[] decode(String text) {
+    public static byte[] decode(String text) {
         String data = text.substring(PREFIX_LENGTH);
         if (data.length() % 4 != 0 || !BASE64.matcher(data).matches()) {
             throw new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE,

@@ -8,6 +8,7 @@ import io.strongroom.dataplane.codec.AadProfile;
 import io.strongroom.dataplane.codec.EnvelopeCodec;
 import io.strongroom.dataplane.codec.EnvelopeException;
 import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.KeyLookup;
 import io.strongroom.dataplane.codec.KeyRef;
 import io.strongroom.dataplane.codec.RecordContext;
 import io.strongroom.dataplane.codec.RecordMarker;
@@ -21,6 +22,9 @@ import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.json.OnErased;
 import io.strongroom.dataplane.json.SealedFields;
 import io.strongroom.dataplane.keys.KeyServiceClient;
+import io.strongroom.dataplane.keys.KeyServiceException;
+import io.strongroom.dataplane.schema.SchemaEngineException;
+import io.strongroom.dataplane.schema.SchemaFieldCodec;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
@@ -52,11 +56,14 @@ final class DecryptRecords implements RecordTransform {
     private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
     /** The compiled field paths per source topic (field-mode rules only). */
     private final Map<String, FieldRules> fieldRules = new HashMap<>();
+    /** Schema-mode rules: the tagged fields of schema-registry records (plans from the driver). */
+    private final SchemaFieldCodec schemaCodec;
 
     DecryptRecords(SinkSettings settings, KeyServiceClient service) {
         this.settings = settings;
         this.decrypt = settings.decrypt();
         this.service = service;
+        this.schemaCodec = SchemaFieldCodec.overKeyService(codec, service);
     }
 
     /** The driver's answer for one key: its state, the DEK when available, the reason when lost or foreign. */
@@ -85,6 +92,8 @@ final class DecryptRecords implements RecordTransform {
                 Verdict verdict;
                 try {
                     verdict = open(record, plan, states, now);
+                } catch (SchemaEngineException | KeyServiceException e) {
+                    throw e; // not about this record: the task stops with the problem
                 } catch (RuntimeException e) {
                     verdict = Verdict.notWritten(record, plan.output(), FAILED, TaskWriter.unexpected(record, e),
                             true);
@@ -117,7 +126,7 @@ final class DecryptRecords implements RecordTransform {
             if (keyIds.isEmpty()) {
                 continue;
             }
-            Object subject = EncryptRecords.subjectOf(plan(record), record);
+            Object subject = EncryptRecords.subjectOf(plan(record), record, schemaCodec);
             if (subject instanceof EncryptRecords.Subject s) {
                 for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
                     requests.putIfAbsent(pairKey(keyId, s.text()),
@@ -157,6 +166,9 @@ final class DecryptRecords implements RecordTransform {
         if (value == null) {
             return List.of();
         }
+        if (plan.schemaMode()) {
+            return schemaKeyIds(record);
+        }
         if (plan.fields().isEmpty()) {
             if (value.length < PREFIX.length + KEY_ID || !startsWithPrefix(value)) {
                 return List.of();
@@ -175,6 +187,20 @@ final class DecryptRecords implements RecordTransform {
             }
         } catch (EnvelopeException e) {
             return List.of(); // a document that cannot be read needs no key: opening it names the reason
+        }
+        return ids;
+    }
+
+    private List<byte[]> schemaKeyIds(SourceRecord record) {
+        List<byte[]> ids = new ArrayList<>();
+        try {
+            for (KeyRef ref : schemaCodec.keyRefs(record.topic(), record.value())) {
+                if (ref instanceof SubjectKeyRef subjectRef) {
+                    ids.add(subjectRef.keyId());
+                }
+            }
+        } catch (EnvelopeException e) {
+            return List.of(); // a record that cannot be read needs no key: opening it names the reason
         }
         return ids;
     }
@@ -203,13 +229,14 @@ final class DecryptRecords implements RecordTransform {
         } catch (EnvelopeException e) {
             return fail(record, plan, describe(e));
         }
-        boolean fields = !plan.fields().isEmpty();
-        ValueMode mode = fields ? ValueMode.JSON_FIELDS : ValueMode.WHOLE_VALUE;
+        boolean schema = plan.schemaMode();
+        boolean fields = !schema && !plan.fields().isEmpty();
+        ValueMode mode = schema ? ValueMode.SCHEMA_FIELDS : fields ? ValueMode.JSON_FIELDS : ValueMode.WHOLE_VALUE;
         if (marker != mode) {
             if (marker != null) {
                 return fail(record, plan, "record is marked " + marker.name().toLowerCase(java.util.Locale.ROOT)
-                        .replace('_', '-') + " but the rule for this topic is mode '" + (fields ? "fields" : "value")
-                        + "'");
+                        .replace('_', '-') + " but the rule for this topic is mode '" + (schema ? "schema" : fields
+                                ? "fields" : "value") + "'");
             }
             if (decrypt.encryptedOnly()) {
                 return fail(record, plan, "record has no " + WireIds.RECORD_HEADER_NAME + " marker header; this "
@@ -217,8 +244,12 @@ final class DecryptRecords implements RecordTransform {
             }
             boolean sealed;
             try {
-                sealed = fields ? DocumentReader.mayHoldEnvelopes(value) && SealedFields.any(value, rules(record, plan))
-                        : value.length >= MIN_ENVELOPE && startsWithPrefix(value);
+                if (schema) {
+                    sealed = schemaCodec.holdsEnvelopes(record.topic(), value);
+                } else {
+                    sealed = fields ? DocumentReader.mayHoldEnvelopes(value) && SealedFields.any(value,
+                            rules(record, plan)) : value.length >= MIN_ENVELOPE && startsWithPrefix(value);
+                }
             } catch (EnvelopeException e) {
                 return fail(record, plan, describe(e));
             }
@@ -235,7 +266,8 @@ final class DecryptRecords implements RecordTransform {
         byte[] plain;
         try {
             RecordContext ctx = new RecordContext(plan.boundTopic(), s.bytes(), AadProfile.TOPIC);
-            plain = fields
+            KeyLookup keys = ref -> dekFor(ref, s.text(), states);
+            plain = schema ? schemaCodec.open(record.topic(), value, keys, ctx) : fields
                     ? fieldCodec.decrypt(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of(), OnErased.NULL,
                             rules(record, plan))
                     : codec.decryptValue(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of());
@@ -281,7 +313,7 @@ final class DecryptRecords implements RecordTransform {
     }
 
     /** The subject as {@code RuleCodec.open} takes it: the key itself when the rule says so and it decodes. */
-    private static Object subjectForOpening(SinkSettings.TopicPlan plan, SourceRecord record) {
+    private Object subjectForOpening(SinkSettings.TopicPlan plan, SourceRecord record) {
         byte[] key = record.key();
         if ("key".equals(plan.subjectSource()) && key != null && key.length > 0 && key.length <= plan.maxSubjectBytes()) {
             String text = Utf8.decodeOrNull(key);
@@ -289,7 +321,7 @@ final class DecryptRecords implements RecordTransform {
                 return new EncryptRecords.Subject(text, key);
             }
         }
-        return EncryptRecords.subjectOf(plan, record);
+        return EncryptRecords.subjectOf(plan, record, schemaCodec);
     }
 
     private static ValueMode marker(List<SourceRecord.Header> headers) {

@@ -16,6 +16,9 @@ import io.strongroom.dataplane.json.DocumentReader;
 import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.keys.KeyServiceClient;
+import io.strongroom.dataplane.keys.KeyServiceException;
+import io.strongroom.dataplane.schema.SchemaEngineException;
+import io.strongroom.dataplane.schema.SchemaFieldCodec;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
@@ -37,11 +40,15 @@ final class EncryptRecords implements RecordTransform {
             RecordMarker.headerValue(ValueMode.WHOLE_VALUE));
     private static final SourceRecord.Header FIELDS_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
             RecordMarker.headerValue(ValueMode.JSON_FIELDS));
+    private static final SourceRecord.Header SCHEMA_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
+            RecordMarker.headerValue(ValueMode.SCHEMA_FIELDS));
 
     private final SinkSettings settings;
     private final KeyServiceClient service;
     private final EnvelopeCodec codec = EnvelopeCodec.withDrbg();
     private final JsonFieldCodec fieldCodec = new JsonFieldCodec(codec);
+    /** Schema-mode rules: the tagged fields of schema-registry records (plans from the driver). */
+    private final SchemaFieldCodec schemaCodec;
     /** The compiled field paths per source topic (field-mode rules only). */
     private final Map<String, FieldRules> fieldRules = new HashMap<>();
     private final Map<String, SubjectKeyRef> refs = new HashMap<>();
@@ -49,6 +56,7 @@ final class EncryptRecords implements RecordTransform {
     EncryptRecords(SinkSettings settings, KeyServiceClient service) {
         this.settings = settings;
         this.service = service;
+        this.schemaCodec = SchemaFieldCodec.overKeyService(codec, service);
     }
 
     /** A subject key as the service handed it out for one chunk (null: the post-erasure policy drops it). */
@@ -65,7 +73,7 @@ final class EncryptRecords implements RecordTransform {
             if (record.value() == null) {
                 continue;
             }
-            Object subject = subjectOf(plan(record), record);
+            Object subject = subjectOf(plan(record), record, schemaCodec);
             subjects[i] = subject;
             if (subject instanceof Subject s) {
                 wanted.computeIfAbsent(record.topic(), t -> new TreeMap<>()).merge(s.text(), 1, Integer::sum);
@@ -99,9 +107,15 @@ final class EncryptRecords implements RecordTransform {
     record Subject(String text, byte[] bytes) {
     }
 
-    /** The subject per the rule ({@code subject_of} in {@code clients/records.py}), or the reason there is none. */
-    static Object subjectOf(SinkSettings.TopicPlan plan, SourceRecord record) {
+    /**
+     * The subject per the rule ({@code subject_of} in {@code clients/records.py}; {@code _schema_subject} in
+     * {@code clients/sealing.py} for a field of a schema-registry record), or the reason there is none.
+     */
+    static Object subjectOf(SinkSettings.TopicPlan plan, SourceRecord record, SchemaFieldCodec schema) {
         byte[] raw = null;
+        if ("json".equals(plan.subjectSource()) && plan.schemaMode()) {
+            return schemaSubject(plan, record, schema);
+        }
         if ("json".equals(plan.subjectSource())) {
             return jsonSubject(plan, record.value());
         }
@@ -129,6 +143,27 @@ final class EncryptRecords implements RecordTransform {
         }
         String text = Utf8.decodeOrNull(raw);
         return text == null ? "no subject (" + where + " is not UTF-8 text)" : new Subject(text, raw);
+    }
+
+    private static Object schemaSubject(SinkSettings.TopicPlan plan, SourceRecord record, SchemaFieldCodec schema) {
+        String where = "field path " + plan.subjectPath();
+        if (record.value() == null) {
+            return "no subject (" + where + " is missing or empty)";
+        }
+        String text;
+        try {
+            text = schema.subject(record.topic(), record.value(), plan.subjectPath());
+        } catch (EnvelopeException e) {
+            return "no subject (" + where + " cannot be read: " + e.problem() + ")";
+        }
+        if (text == null || text.isEmpty()) {
+            return "no subject (" + where + " is missing, empty or not a string or integer)";
+        }
+        byte[] raw = text.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        if (raw.length > plan.maxSubjectBytes()) {
+            return "no subject (" + where + " is more than " + plan.maxSubjectBytes() + " bytes)";
+        }
+        return new Subject(text, raw);
     }
 
     /** The subject at the rule's dotted JSON path ({@code _json_subject} in {@code clients/records.py}). */
@@ -218,16 +253,23 @@ final class EncryptRecords implements RecordTransform {
         if (record.value().length > limit) {
             return reject(record, plan, "value too large to encrypt (> " + limit + " bytes)");
         }
-        boolean fields = !plan.fields().isEmpty();
+        boolean fields = !plan.fields().isEmpty() && !plan.schemaMode();
         byte[] sealed;
         try {
             RecordContext ctx = new RecordContext(out, s.bytes(), plan.profile());
-            sealed = fields
-                    ? fieldCodec.encrypt(record.value(), fieldRules.computeIfAbsent(record.topic(),
-                            t -> new FieldRules(plan.fields())), key.dek(), ref(key.keyId()), ctx)
-                    : codec.seal(record.value(), key.dek(), ref(key.keyId()), ctx, "");
+            if (plan.schemaMode()) {
+                sealed = schemaCodec.seal(record.topic(), record.value(), key.dek(), ref(key.keyId()), ctx);
+            } else if (fields) {
+                sealed = fieldCodec.encrypt(record.value(), fieldRules.computeIfAbsent(record.topic(),
+                        t -> new FieldRules(plan.fields())), key.dek(), ref(key.keyId()), ctx);
+            } else {
+                sealed = codec.seal(record.value(), key.dek(), ref(key.keyId()), ctx, "");
+            }
         } catch (EnvelopeException e) {
-            return reject(record, plan, e.problem() + (fields ? " (field mode)" : ""));
+            return reject(record, plan, e.problem() + (plan.schemaMode() ? " (schema mode)" : fields ? " (field mode)"
+                    : ""));
+        } catch (SchemaEngineException | KeyServiceException e) {
+            throw e; // not about this record: the task stops with the problem
         } catch (RuntimeException e) {
             return Verdict.notWritten(record, out, Verdict.REJECTED, TaskWriter.unexpected(record, e), true);
         }
@@ -236,7 +278,7 @@ final class EncryptRecords implements RecordTransform {
                     + " bytes, above the output topic's limit of " + limit + " bytes");
         }
         List<SourceRecord.Header> headers = new ArrayList<>(record.headers().size() + 1);
-        headers.add(fields ? FIELDS_MARKER : VALUE_MARKER);
+        headers.add(plan.schemaMode() ? SCHEMA_MARKER : fields ? FIELDS_MARKER : VALUE_MARKER);
         for (SourceRecord.Header h : record.headers()) {
             if (!WireIds.RECORD_HEADER_NAME.equals(h.name())) {
                 headers.add(h);

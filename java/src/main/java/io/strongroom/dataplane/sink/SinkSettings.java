@@ -51,7 +51,11 @@ public record SinkSettings(
      */
     public record TopicPlan(String output, String subjectSource, String subjectHeader, String subjectWhere,
             int maxSubjectBytes, AadProfile profile, boolean deadLetter, String boundTopic, int ruleIndex,
-            List<String> fields, String subjectPath) {
+            List<String> fields, String subjectPath, String mode) {
+        /** A schema-aware rule (the tagged fields of schema-registry records). */
+        public boolean schemaMode() {
+            return "schema".equals(mode);
+        }
     }
 
     /** The decrypt pipeline's policies: on_failure (fail, dead-letter, skip), erased (drop, mark), the pending
@@ -86,7 +90,7 @@ public record SinkSettings(
                             ? AadProfile.PORTABLE : AadProfile.TOPIC,
                     t.path("dead_letter").asBoolean(false), t.path("bound_topic").asText(e.getKey()),
                     t.path("rule_index").asInt(0), texts(t.path("fields")),
-                    t.path("subject_path").asText("")));
+                    t.path("subject_path").asText(""), t.path("mode").asText("value")));
         });
         JsonNode d = root.path("decrypt");
         DecryptPlan decrypt = d.isMissingNode() || d.isNull() ? null

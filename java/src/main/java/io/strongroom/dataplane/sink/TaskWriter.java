@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import io.strongroom.dataplane.keys.KeyServiceException;
+import io.strongroom.dataplane.schema.SchemaEngineException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -104,7 +105,8 @@ final class TaskWriter {
             verdicts = transform().apply(chunk);
         } catch (RuntimeException e) {
             SourceRecord first = chunk.get(0);
-            String problem = e instanceof KeyServiceException k ? k.problem() : describe(e);
+            String problem = e instanceof KeyServiceException k ? k.problem()
+                    : e instanceof SchemaEngineException s ? s.problem() + "; " + s.hint() : describe(e);
             throw new FatalFailure("process the records from " + first.topic() + "[" + first.partition() + "]@"
                     + first.offset() + " on: " + problem);
         }

@@ -15,6 +15,7 @@ import io.strongroom.dataplane.codec.WrappedDekRef;
 import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.json.OnErased;
+import io.strongroom.dataplane.schema.SchemaFieldCodec;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -25,8 +26,10 @@ import java.util.Map;
 /**
  * One codec call described in JSON (the test protocol of {@link CodecTool}; the pytest side builds the
  * same call on the Python codec):
- * {@code {"op": "seal_value|open_value|seal_fields|open_fields|parse_marker", "input_hex", "dek_hex", "key_ref",
- * "topic", "subject_hex", "profile", "field_path", "rules", "nonces_hex", "keys", "on_erased", "topic_map"}}.
+ * {@code {"op": "seal_value|open_value|seal_fields|open_fields|seal_schema|open_schema|parse_marker", "input_hex",
+ * "dek_hex", "key_ref", "topic", "subject_hex", "profile", "field_path", "rules", "nonces_hex", "keys", "on_erased",
+ * "topic_map", "schema_plan"}} ({@code schema_plan}: the driver's answer to {@code schema_plan} for the record's
+ * schema id).
  */
 final class Operation {
     /** The key table of an open operation has no entry for the envelope's key. */
@@ -64,9 +67,19 @@ final class Operation {
                 OnErased onErased = OnErased.valueOf(spec.path("on_erased").asText("null").toUpperCase(Locale.ROOT));
                 return new JsonFieldCodec(codec).decrypt(input, keys(), ctx, topicMap(), onErased,
                         spec.path("rules").isArray() ? rules() : null);
+            case "seal_schema":
+                return schema(codec).seal("source", input, dek(spec), keyRef(spec.path("key_ref")), ctx);
+            case "open_schema":
+                return schema(codec).open("source", input, keys(), ctx);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
+    }
+
+    /** Schema mode with the driver's plan for the record's schema id given in the operation. */
+    private SchemaFieldCodec schema(EnvelopeCodec codec) {
+        JsonNode plan = spec.path("schema_plan");
+        return new SchemaFieldCodec(codec, (topic, schemaId) -> plan);
     }
 
     private NonceSource nonces() {

@@ -1,5 +1,6 @@
 """The three schema formats as a producer meets them: confluent-kafka's serializer and deserializer around
-strongroom, the same customer-event schema in each, with ``email`` and ``name`` tagged PII."""
+strongroom, the same customer-event schema in each, with ``email`` and ``name`` tagged PII. Shared by the
+client-library and pipeline tests, the demo and the benchmark."""
 
 from __future__ import annotations
 
@@ -70,6 +71,38 @@ SERIALIZER_CONF = {"subject.name.strategy": topic_subject_name_strategy}
 the registry for subject associations, a Confluent-only API that Apicurio does not serve."""
 
 
+def avro_payload(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    """Avro payload bytes without a registry (for records the serializer would refuse to write)."""
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    return out.getvalue()
+
+
+def bad_schema_records(registry_url: str, topic: str) -> dict[str, bytes]:
+    """One value per kind of bad input to a schema-mode rule, each keyed by what a reader should be told."""
+    from confluent_kafka.schema_registry import Schema
+
+    from strongroom.schemas.wire import frame
+
+    client = registry_client(registry_url)
+    good = make_format("avro", client, topic).serialize(customer_events(1, 1)[0])
+    tagged_int = {**AVRO_SCHEMA, "name": "WithTaggedInt"}
+    tagged_int["fields"] = [*AVRO_SCHEMA["fields"], {"name": "ssn", "type": "long", "confluent:tags": ["PII"]}]
+    tagged_id = int(client.register_schema(f"{topic}-bad-value", Schema(json.dumps(tagged_int), "AVRO")))
+    return {
+        "not the Confluent magic byte": json.dumps({"email": "c0@example.com"}).encode(),
+        "does not know schema id 987654": frame(987654, good[5:]),
+        "does not read as Avro schema id": good[:5] + b"\x02",
+        "field $.ssn of schema id": frame(
+            tagged_id, avro_payload(tagged_int, {**customer_events(1, 1)[0], "name": None, "ssn": 123456789})
+        ),
+    }
+
+
 def registry_client(url: str) -> SchemaRegistryClient:
     """confluent-kafka's registry client for a test, with a request timeout."""
     return SchemaRegistryClient({"url": url, "timeout": REQUEST_TIMEOUT_S})
@@ -128,10 +161,31 @@ def _protobuf(client: SchemaRegistryClient, ctx: SerializationContext) -> Format
         _, start = split_indexes(framed.payload)
         message = cls()
         message.ParseFromString(framed.payload[start:])
-        out = json_format.MessageToDict(
+        out: dict[str, Any] = json_format.MessageToDict(
             message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )
         out["qty"] = int(out.get("qty", 0))
         return out
 
     return Format("protobuf", serialize, deserialize)
+
+
+def sealed_avro_record(
+    key_id: bytes, dek: bytes, *, subject: bytes = b"cust-0", topic: str = "customers.enc", schema_id: int = 1
+) -> tuple[list[tuple[str, bytes | None]], bytes]:
+    """A customer event as strongroom's schema mode writes it (``email`` and ``name`` sealed under the subject
+    key ``key_id``, the marker header 0x01 0x03), without a registry (the schema is preloaded)."""
+    from strongroom.envelope import RecordContext, ValueMode, marker_header
+    from strongroom.envelope.keyref import SubjectKeyRef
+    from strongroom.schemas.fields import Selection
+    from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
+    from strongroom.schemas.sealing import SchemaFields
+    from strongroom.schemas.wire import frame
+
+    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")
+    registry.preload(schema_id, RegisteredSchema("AVRO", json.dumps(AVRO_SCHEMA)))
+    fields = SchemaFields(registry, Selection(frozenset({"PII"})))
+    event = customer_events(1, 1)[0]
+    value = frame(schema_id, avro_payload(AVRO_SCHEMA, event))
+    sealed = fields.seal(value, dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
+    return [marker_header(ValueMode.SCHEMA_FIELDS)], sealed

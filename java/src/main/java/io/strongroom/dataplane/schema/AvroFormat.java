@@ -1,0 +1,250 @@
+package io.strongroom.dataplane.schema;
+
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.ErrorKind;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.avro.Schema;
+import org.apache.avro.generic.GenericData;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.generic.GenericDatumWriter;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.avro.io.BinaryDecoder;
+import org.apache.avro.io.BinaryEncoder;
+import org.apache.avro.io.DecoderFactory;
+import org.apache.avro.io.EncoderFactory;
+
+/**
+ * One Avro schema (Apache Avro, on Spark's classpath): reads a payload into generic data, finds the targets'
+ * present values in it and writes it back ({@code avro_format.py} and {@code fields.py} with fastavro). Logical
+ * types are read as their underlying types, so every field the rule does not seal is written back byte for byte.
+ * A payload must be consumed exactly: trailing bytes are a mismatch, as in Python.
+ */
+final class AvroFormat {
+    private final Schema schema;
+    private final String where;
+    private final GenericDatumReader<Object> reader;
+    private final GenericDatumWriter<Object> writer;
+
+    AvroFormat(String text, String where) {
+        this.where = where;
+        try {
+            this.schema = new Schema.Parser().setValidateDefaults(false).parse(text);
+        } catch (RuntimeException e) {
+            throw new EnvelopeException(ErrorKind.UNSUPPORTED_SCHEMA,
+                    where + " is not an Avro schema Apache Avro can read: " + e.getClass().getSimpleName());
+        }
+        this.reader = new OrderedMaps(schema);
+        this.writer = new GenericDatumWriter<>(schema);
+    }
+
+    /** Reads maps in the payload's order, so a map is written back entry for entry as it came. */
+    private static final class OrderedMaps extends GenericDatumReader<Object> {
+        OrderedMaps(Schema schema) {
+            super(schema);
+        }
+
+        @Override
+        protected Object newMap(Object old, int size) {
+            return new LinkedHashMap<>(Math.max(16, Math.min(size, 1 << 16)));
+        }
+    }
+
+    /** The datum in {@code value[offset..]}; {@link ErrorKind#PAYLOAD_MISMATCH} when it does not read exactly. */
+    Object decode(byte[] value, int offset) {
+        BinaryDecoder decoder = DecoderFactory.get().binaryDecoder(value, offset, value.length - offset, null);
+        Object datum;
+        try {
+            datum = reader.read(null, decoder);
+            if (!decoder.isEnd()) {
+                throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH,
+                        "payload does not read as " + where + ": bytes left over");
+            }
+        } catch (IOException | RuntimeException | OutOfMemoryError e) {
+            if (e instanceof EnvelopeException known) {
+                throw known;
+            }
+            throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH,
+                    "payload does not read as " + where + ": " + e.getClass().getSimpleName());
+        }
+        return datum;
+    }
+
+    /** {@code header} followed by the datum written with the schema. */
+    byte[] encode(byte[] header, Object datum) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream(256);
+        out.writeBytes(header);
+        BinaryEncoder encoder = EncoderFactory.get().binaryEncoder(out, null);
+        try {
+            writer.write(datum, encoder);
+            encoder.flush();
+        } catch (IOException | RuntimeException e) {
+            throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH,
+                    "record cannot be written back as " + where + ": " + e.getClass().getSimpleName());
+        }
+        return out.toByteArray();
+    }
+
+    /** Where one present value of a target sits: a record field, a list index or a map key. */
+    interface Slot {
+        Object get();
+
+        void set(Object value);
+
+        FieldTarget target();
+    }
+
+    /** Every present value of {@code targets} in {@code root}. */
+    static List<Slot> slots(Object root, List<FieldTarget> targets) {
+        List<Slot> found = new ArrayList<>();
+        for (FieldTarget target : targets) {
+            List<FieldTarget.Step> steps = target.steps();
+            List<Object> nodes = List.of(root);
+            for (FieldTarget.Step step : steps.subList(0, steps.size() - 1)) {
+                List<Object> next = new ArrayList<>();
+                for (Object node : nodes) {
+                    children(node, step, next);
+                }
+                nodes = next;
+            }
+            FieldTarget.Step last = steps.get(steps.size() - 1);
+            for (Object node : nodes) {
+                lastSlots(node, last, target, found);
+            }
+        }
+        return found;
+    }
+
+    private static void children(Object node, FieldTarget.Step step, List<Object> out) {
+        switch (step.kind()) {
+            case FIELD -> {
+                GenericRecord record = recordFor(node, step);
+                if (record != null) {
+                    out.add(record.get(step.name()));
+                }
+            }
+            case ITEMS -> {
+                if (node instanceof List<?> list) {
+                    out.addAll(list);
+                }
+            }
+            case VALUES -> {
+                if (node instanceof Map<?, ?> map) {
+                    out.addAll(map.values());
+                }
+            }
+            default -> throw new IllegalStateException("unknown step " + step);
+        }
+    }
+
+    /** {@code node} as the record a field step walks into (null: another type, another union branch, absent). */
+    private static GenericRecord recordFor(Object node, FieldTarget.Step step) {
+        if (!(node instanceof GenericRecord record) || record.getSchema().getField(step.name()) == null) {
+            return null;
+        }
+        if (step.record() != null && !step.record().equals(record.getSchema().getFullName())) {
+            return null;
+        }
+        return record;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void lastSlots(Object node, FieldTarget.Step step, FieldTarget target, List<Slot> out) {
+        switch (step.kind()) {
+            case FIELD -> {
+                GenericRecord record = recordFor(node, step);
+                if (record != null) {
+                    int pos = record.getSchema().getField(step.name()).pos();
+                    out.add(new FieldSlot(record, pos, target));
+                }
+            }
+            case ITEMS -> {
+                if (node instanceof List<?> list) {
+                    for (int i = 0; i < list.size(); i++) {
+                        out.add(new ItemSlot((List<Object>) list, i, target));
+                    }
+                }
+            }
+            case VALUES -> {
+                if (node instanceof Map<?, ?> map) {
+                    for (Object key : List.copyOf(map.keySet())) {
+                        out.add(new ValueSlot((Map<Object, Object>) map, key, target));
+                    }
+                }
+            }
+            default -> throw new IllegalStateException("unknown step " + step);
+        }
+    }
+
+    private record FieldSlot(GenericRecord record, int pos, FieldTarget target) implements Slot {
+        public Object get() {
+            return record.get(pos);
+        }
+
+        public void set(Object value) {
+            record.put(pos, value);
+        }
+    }
+
+    private record ItemSlot(List<Object> list, int index, FieldTarget target) implements Slot {
+        public Object get() {
+            return list.get(index);
+        }
+
+        public void set(Object value) {
+            list.set(index, value);
+        }
+    }
+
+    private record ValueSlot(Map<Object, Object> map, Object key, FieldTarget target) implements Slot {
+        public Object get() {
+            return map.get(key);
+        }
+
+        public void set(Object value) {
+            map.put(key, value);
+        }
+    }
+
+    /**
+     * The text of the scalar at the dotted {@code path} ({@code $.a.b}) of the record: a string, or an int or long
+     * as its decimal text; null when absent or of another type ({@code SchemaFields.subject} in Python).
+     */
+    static String subject(Object root, String path) {
+        return subjectText(root, path);
+    }
+
+    private static boolean hasLogicalType(Schema type, Object value) {
+        if (type.getType() == Schema.Type.UNION) {
+            Integer branch = GenericData.get().resolveUnion(type, value);
+            type = type.getTypes().get(branch);
+        }
+        return type.getLogicalType() != null || type.getProp("logicalType") != null;
+    }
+
+    private static String subjectText(Object root, String path) {
+        Object node = root;
+        Schema type = null;
+        for (String name : path.substring(2).split("\\.", -1)) {
+            if (!(node instanceof GenericRecord record) || record.getSchema().getField(name) == null) {
+                return null;
+            }
+            type = record.getSchema().getField(name).schema();
+            node = record.get(name);
+        }
+        if (node == null || hasLogicalType(type, node)) {
+            return null; // fastavro reads these as UUIDs, dates, decimals: not a subject in Python either
+        }
+        if (node instanceof CharSequence || node instanceof GenericData.EnumSymbol) {
+            return node.toString();
+        }
+        if (node instanceof Integer || node instanceof Long) {
+            return node.toString();
+        }
+        return null;
+    }
+}

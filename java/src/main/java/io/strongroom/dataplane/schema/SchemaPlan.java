@@ -1,0 +1,67 @@
+package io.strongroom.dataplane.schema;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.strongroom.dataplane.codec.EnvelopeException;
+import io.strongroom.dataplane.codec.ErrorKind;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * One schema id under one rule, as the driver's key service answered {@code schema_plan}: the Avro schema and
+ * the targets, or why the rule cannot be applied to records of this id (a tagged int field, an unknown id),
+ * which every record of the id then fails with.
+ */
+final class SchemaPlan {
+    private final AvroFormat avro;
+    private final List<FieldTarget> targets;
+    private final EnvelopeException refusal;
+
+    private SchemaPlan(AvroFormat avro, List<FieldTarget> targets, EnvelopeException refusal) {
+        this.avro = avro;
+        this.targets = targets;
+        this.refusal = refusal;
+    }
+
+    /** The plan the driver sent for {@code schemaId}. */
+    static SchemaPlan of(int schemaId, JsonNode answer) {
+        JsonNode refused = answer.path("refused");
+        if (!refused.isMissingNode() && !refused.isNull()) {
+            ErrorKind kind = ErrorKind.ofPythonName(refused.path("kind").asText());
+            if (kind == null) {
+                throw new SchemaEngineException(refused.path("problem").asText(), refused.path("hint").asText());
+            }
+            return new SchemaPlan(null, List.of(), new EnvelopeException(kind, refused.path("problem").asText()));
+        }
+        String type = answer.path("type").asText();
+        if (!"AVRO".equals(type)) {
+            throw new SchemaEngineException("schema id " + schemaId + " is " + type.toLowerCase(Locale.ROOT)
+                    .replace("json", "JSON Schema") + "; the JVM engine seals the fields of Avro records only",
+                    "run this pipeline with --engine python, which handles Avro, JSON Schema and Protobuf");
+        }
+        List<FieldTarget> targets = new ArrayList<>();
+        for (JsonNode t : answer.path("targets")) {
+            List<FieldTarget.Step> steps = new ArrayList<>();
+            for (JsonNode s : t.path("steps")) {
+                steps.add(new FieldTarget.Step(FieldTarget.Kind.valueOf(s.get(0).asText().toUpperCase(Locale.ROOT)),
+                        s.get(1).isNull() ? null : s.get(1).asText(), s.get(2).isNull() ? null : s.get(2).asText()));
+            }
+            targets.add(new FieldTarget(t.path("path").asText(), List.copyOf(steps),
+                    "bytes".equals(t.path("kind").asText()), t.path("nullable").asBoolean()));
+        }
+        return new SchemaPlan(new AvroFormat(answer.path("schema").asText(), "Avro schema id " + schemaId),
+                List.copyOf(targets), null);
+    }
+
+    /** The Avro reader/writer; throws the refusal when the rule cannot be applied to this schema id. */
+    AvroFormat avro() {
+        if (refusal != null) {
+            throw new EnvelopeException(refusal.kind(), refusal.problem());
+        }
+        return avro;
+    }
+
+    List<FieldTarget> targets() {
+        return targets;
+    }
+}

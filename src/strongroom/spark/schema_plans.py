@@ -1,0 +1,93 @@
+"""The driver's answers to ``schema_plan``: what the JVM engine needs to seal a schema id's fields.
+
+Schema-aware rules (docs/schema-aware.md) select fields from a record's schema. Which fields, under which
+canonical paths, is decided in one place for every engine: :class:`strongroom.schemas.sealing.SchemaFields`
+on the driver, with the one registry client (its cache by schema id, its outage wait, its credentials).
+An executor task of the JVM engine asks the driver's key service once per (source topic, schema id) it
+meets (``{"op": "schema_plan", "args": {"topic", "schema_id"}}``) and gets back either
+
+* ``{"type": "AVRO", "schema": text, "targets": [{"path", "steps": [[kind, name, record]...], "kind",
+  "nullable"}...]}``: the Avro schema to read and write payloads with and the fields to seal or open;
+* ``{"type": "JSON" | "PROTOBUF"}``: a format the JVM engine does not handle (the task stops, naming
+  ``--engine python``);
+* ``{"refused": {"kind", "problem", "hint"}}``: the rule cannot be applied to records of this id (an
+  unknown id, a tagged ``int`` field, a path the schema lacks); every such record is rejected or failed
+  per the rule's policy, with the same reason the Python engine and the client library give.
+
+A registry that stays unreachable past its outage wait raises :class:`RegistryUnavailable`, which the key
+service sends back as an error: the task stops, nothing is written, no schema is guessed.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from strongroom.errors import ConfigError, PipelineError
+from strongroom.rules import EncryptionRules, TopicRule
+from strongroom.schemas.errors import SchemaRecordError
+from strongroom.schemas.fields import FieldTarget, Selection
+from strongroom.schemas.registry import RegistrySettings, SchemaRegistry
+from strongroom.schemas.sealing import SchemaFields
+
+
+def require_registry(rules: EncryptionRules, registry: RegistrySettings | None) -> None:
+    """Refuse schema-mode rules without a registry, before anything is read."""
+    for rule in rules.rules:
+        if rule.mode == "schema" and registry is None:
+            raise ConfigError(
+                f"the rule for {rule.topic!r} is in schema mode but no schema registry was given",
+                hint="pass --schema-registry URL (the Confluent-API registry the producers use)",
+            )
+
+
+class SchemaPlans:
+    """Answers ``schema_plan`` requests from one registry, with one :class:`SchemaFields` per rule."""
+
+    def __init__(self, rules: EncryptionRules, settings: RegistrySettings | None) -> None:
+        require_registry(rules, settings)
+        self.rules = rules
+        self.registry = SchemaRegistry(settings) if settings is not None else None
+        self._fields: dict[int, SchemaFields] = {}
+        self._lock = threading.Lock()
+
+    def answer(self, args: dict[str, Any]) -> dict[str, Any]:
+        topic, schema_id = args.get("topic"), args.get("schema_id")
+        if not isinstance(topic, str) or not isinstance(schema_id, int) or isinstance(schema_id, bool):
+            raise PipelineError("the key service's schema_plan request needs a topic and an integer schema_id")
+        rule = self.rules.rule_for(topic)
+        fields = self.fields_for(rule)
+        try:
+            plan = fields.plan(schema_id)
+        except SchemaRecordError as exc:
+            return {"refused": {"kind": type(exc).__name__, "problem": exc.problem, "hint": exc.hint}}
+        if plan.schema_type != "AVRO":
+            return {"type": plan.schema_type}
+        assert self.registry is not None
+        return {
+            "type": "AVRO",
+            "schema": self.registry.schema(schema_id).text,
+            "targets": [_target(t) for t in plan.targets()],
+        }
+
+    def fields_for(self, rule: TopicRule) -> SchemaFields:
+        index = self.rules.rules.index(rule)
+        with self._lock:
+            found = self._fields.get(index)
+            if found is None:
+                if rule.mode != "schema" or self.registry is None:
+                    raise PipelineError(f"schema_plan names a topic whose rule ({rule.topic!r}) is not in schema mode")
+                subject_path = rule.subject.path if rule.subject.source == "json" else None
+                found = self._fields[index] = SchemaFields(
+                    self.registry, Selection(rule.selected_tags, rule.fields), subject_path=subject_path
+                )
+            return found
+
+
+def _target(target: FieldTarget) -> dict[str, Any]:
+    return {
+        "path": target.path,
+        "steps": [[step.kind, step.name, step.record] for step in target.steps],
+        "kind": target.kind,
+        "nullable": target.nullable,
+    }
