@@ -24,6 +24,7 @@ from strongroom.recovery import spark_jobs
 from strongroom.recovery.formats import KroxyliciousFormat, StrongroomFormat
 from strongroom.recovery.formats.base import RecordFormat
 from strongroom.recovery.formats.kroxylicious import MARKER_HEADER, encode_record, vault_edek, write_uvarint
+from strongroom.testing.schema_formats import sealed_avro_record
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +41,7 @@ def corpus(tmp_path: Path) -> list[Record]:
     records += [(headers, document), (headers, document.replace(b"/", b"\\/"))]
     whole = [marker_header(ValueMode.WHOLE_VALUE)]
     json_marker = [marker_header(ValueMode.JSON_FIELDS)]
+    schema_marker = [marker_header(ValueMode.SCHEMA_FIELDS)]
     envelope = valid[0][1]
     records += [(whole, envelope[:n]) for n in (0, 1, 3, 4, 6, 20, 40, len(envelope) - 29, len(envelope) - 28)]
     records += [
@@ -48,6 +50,9 @@ def corpus(tmp_path: Path) -> list[Record]:
         ([(RECORD_HEADER_NAME, b"\x01\x09")], envelope), ([("a", b"b"), *whole], envelope),
         (json_marker, b'{"x": "sr1:"}'), (json_marker, b'{"x": "sr1:!!"}'), (json_marker, b"\xff\xfe not json"),
         (json_marker, b'{"x": "sr1:' + base64.b64encode(envelope[:30]) + b'"}'),
+        sealed_avro_record(os.urandom(16), os.urandom(32)), (schema_marker, b"\x00\x00\x00\x00\x01\x02xy"),
+        (schema_marker, b"\x00\x00\x00\x00\x01\x5csr1:" + b"A" * 40), (schema_marker, b"\xff\xfesr1:" + b"9QEB" * 7),
+        (schema_marker, b"\x00\x01sr1:" + base64.b64encode(envelope)[:28] + b"\xe4sr1:" + b"9QEB" * 8),
     ]  # fmt: skip
     # Kroxylicious records: 1- and 2-byte EDEK lengths, truncations, bad markers.
     iv = os.urandom(12)
@@ -62,7 +67,15 @@ def corpus(tmp_path: Path) -> list[Record]:
         (krox, b"\x00" + write_uvarint(3) + b"abc" + bytes(29)),
     ]  # fmt: skip
     rng = random.Random(20260101)
-    markers = [None, whole, json_marker, krox, [(MARKER_HEADER, b"\x01")], [(RECORD_HEADER_NAME, b"\x01\x01\x00")]]
+    markers = [
+        None,
+        whole,
+        json_marker,
+        schema_marker,
+        krox,
+        [(MARKER_HEADER, b"\x01")],
+        [(RECORD_HEADER_NAME, b"\x01\x01\x00")],
+    ]
     for _ in range(300):
         head = rng.choice(markers)
         size = rng.choice([0, 1, 2, 5, 9, 30, 64, 200, 2000])

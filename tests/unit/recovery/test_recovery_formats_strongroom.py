@@ -13,6 +13,7 @@ from strongroom.envelope.ids import RECORD_HEADER_NAME
 from strongroom.recovery.dependency import RecordKind
 from strongroom.recovery.formats import MalformedPrefix, StrongroomFormat, record_format
 from strongroom.recovery.formats.strongroom import prefix_length
+from strongroom.testing.schema_formats import sealed_avro_record
 
 FMT = StrongroomFormat()
 
@@ -67,6 +68,31 @@ def test_json_escaped_slashes_in_the_base64_are_undone(tmp_path: Path) -> None:
     headers, value = json_fields_record(kms, [admin.create_kek("a")])
     escaped = value.replace(b"/", b"\\/")
     assert FMT.record_keys(headers, escaped).prefixes == FMT.record_keys(headers, value).prefixes
+
+
+def test_schema_record_has_one_subject_key_prefix_per_sealed_string_field() -> None:
+    key_id = bytes(range(16))
+    headers, value = sealed_avro_record(key_id, b"\x11" * 32)
+    keys = FMT.record_keys(headers, value)
+    assert keys.kind is RecordKind.ENCRYPTED
+    assert keys.prefixes == (b"\xf5\x01\x01\x01" + key_id,) * 2  # email and name
+    assert FMT.dependency(keys.prefixes[0]).subject_key_id == key_id
+
+
+SCHEMA = [marker_header(ValueMode.SCHEMA_FIELDS)]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (b"\x00\x00\x00\x00\x01\x02xy", RecordKind.ENCRYPTED),  # no sealed string field present
+        (b"\x00\x00\x00\x00\x01\x5csr1:" + b"A" * 28 + b"\x02", RecordKind.MALFORMED),  # not a subject-key envelope
+        (b"\x00\x00\x00\x00\x01\x10sr1:" + b"9QEB" * 6, RecordKind.ENCRYPTED),  # too short: not matched
+        (None, RecordKind.MALFORMED),
+    ],
+)
+def test_schema_record_kinds(value: bytes | None, kind: RecordKind) -> None:
+    assert FMT.record_keys(SCHEMA, value).kind is kind
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,13 @@ Whole-value records have one prefix; JSON-field records one per encrypted field 
 envelope>"`` strings, found textually — the same regular expression on both the Python and the Spark
 side; a ``\\/`` JSON escape inside the base64 is undone).
 
+Schema-registry records (value mode 0x03: Avro, JSON Schema, Protobuf) carry their sealed string fields
+as ``sr1:<base64 envelope>`` inside a binary payload, without quotes and with no length the cut could
+trust without the schema: the prefix comes from the first 28 base64 characters (21 bytes: a subject-key
+envelope's 20-byte prefix and its profile byte). strongroom seals schema fields with subject keys only;
+an ``sr1:`` run that decodes to anything else is malformed. Sealed **bytes** fields hold raw envelopes
+that only the schema can delimit: recovery does not see them (docs/schema-aware.md, "Not yet").
+
 A WRAPPED_DEK prefix names its KEK directly. A SUBJECT_KEY prefix names a per-subject key, whose
 KEK is found through the keys topic chain (subject key → wrapping key → KMS KEK); the checker does
 that, not the format.
@@ -52,6 +59,10 @@ _SUBJECT: Final = int(KeyRefKind.SUBJECT_KEY)
 _WRAPPED: Final = int(KeyRefKind.WRAPPED_DEK)
 _SUBJECT_PREFIX_LEN: Final = 4 + SUBJECT_KEY_ID_SIZE
 _FIELD_RE: Final = re.compile(r'"' + re.escape(FIELD_PREFIX) + r'([A-Za-z0-9+/=\\]*)"')
+#: A sealed string field of a schema-registry record: the first 28 base64 characters of its envelope.
+_SCHEMA_FIELD_RE: Final = re.compile(r"sr1:([A-Za-z0-9+/]{28})")
+_SCHEMA_FIELD_SQL_RE: Final = "sr1:([A-Za-z0-9+/]{28})"
+_SUBJECT_MAGIC: Final = bytes((MAGIC, FormatVersion.V1, Cipher.AES_256_GCM, _SUBJECT))
 _VAULT_VERSION: Final = re.compile(rb"^vault:v(\d+):")
 #: The Spark twin of ``_FIELD_RE`` (a Java regex inside a SQL string literal: backslashes doubled twice).
 _FIELD_SQL_RE: Final = '"sr1:([A-Za-z0-9+/=\\\\\\\\]*)"'
@@ -106,6 +117,8 @@ class StrongroomFormat(RecordFormat):
             return RecordKeys(RecordKind.ENCRYPTED, (prefix,))
         if marker[1] == ValueMode.JSON_FIELDS:
             return self._json_keys(value)
+        if marker[1] == ValueMode.SCHEMA_FIELDS:
+            return self._schema_keys(value)
         return RecordKeys.malformed(f"header {RECORD_HEADER_NAME!r} has unknown value mode 0x{marker[1]:02x}")
 
     def _json_keys(self, value: bytes) -> RecordKeys:
@@ -119,6 +132,16 @@ class StrongroomFormat(RecordFormat):
             if prefix is None:
                 return RecordKeys.malformed(f"an encrypted field's envelope of {len(envelope)} bytes is truncated")
             prefixes.append(prefix)
+        return RecordKeys(RecordKind.ENCRYPTED, tuple(prefixes))
+
+    @staticmethod
+    def _schema_keys(value: bytes) -> RecordKeys:
+        prefixes: list[bytes] = []
+        for match in _SCHEMA_FIELD_RE.finditer(value.decode("utf-8", errors="replace")):
+            head = base64.b64decode(match.group(1))
+            if head[:4] != _SUBJECT_MAGIC:
+                return RecordKeys.malformed("a sealed field of a schema record does not hold a subject-key envelope")
+            prefixes.append(head[:_SUBJECT_PREFIX_LEN])
         return RecordKeys(RecordKind.ENCRYPTED, tuple(prefixes))
 
     def dependency(self, prefix: bytes) -> KeyDependency:
@@ -178,7 +201,7 @@ class StrongroomFormat(RecordFormat):
         )
 
     def spark_stages(self, *, full: bool = True) -> list[tuple[str, str]]:
-        whole, fields = int(ValueMode.WHOLE_VALUE), int(ValueMode.JSON_FIELDS)
+        whole, fields, schema = int(ValueMode.WHOLE_VALUE), int(ValueMode.JSON_FIELDS), int(ValueMode.SCHEMA_FIELDS)
         decode = (
             f"transform(regexp_extract_all(cast(value AS STRING), '{_FIELD_SQL_RE}', 1), "
             f"s -> try_to_binary(replace(s, '\\\\', ''), 'base64'))"
@@ -196,20 +219,25 @@ class StrongroomFormat(RecordFormat):
         ]  # fmt: skip
         common = (
             "CASE WHEN _mpos = 0 THEN (CASE WHEN value IS NULL THEN 'tombstone' ELSE 'plain' END) "
-            f"WHEN value IS NULL OR _mode NOT IN ({whole}, {fields}) THEN 'malformed' "
+            f"WHEN value IS NULL OR _mode NOT IN ({whole}, {fields}, {schema}) THEN 'malformed' "
             f"WHEN _mode = {whole} THEN (CASE WHEN length(value) < _plen + {MIN_BODY} THEN 'malformed' "
             "ELSE 'encrypted' END) "
         )
         whole_prefix = f"CASE WHEN kind = 'encrypted' AND _mode = {whole} THEN array(substring(value, 1, _plen)) END"
-        if not full:  # JSON-field records need lambdas: leave them for a second, full pass
+        if not full:  # JSON-field and schema records need lambdas: leave them for a second, full pass
             return [*stages, ("kind", common + "ELSE 'deferred' END"), ("prefixes", whole_prefix)]
         return [
             *stages,
             # JSON fields: one envelope per "sr1:" string.
             ("_fields", f"CASE WHEN _mode = {fields} AND value IS NOT NULL THEN {decode} END"),
-            ("kind", common + f"WHEN exists(_fields, e -> e IS NULL OR {too_short}) THEN 'malformed' "
-                     "ELSE 'encrypted' END"),
+            # Schema records: the first 28 base64 characters of each sealed string field.
+            ("_sfields", f"CASE WHEN _mode = {schema} AND value IS NOT NULL THEN transform(regexp_extract_all("
+                         f"cast(value AS STRING), '{_SCHEMA_FIELD_SQL_RE}', 1), s -> unbase64(s)) END"),
+            ("kind", common + f"WHEN _mode = {schema} THEN (CASE WHEN exists(_sfields, e -> substring(e, 1, 4) != "
+                     f"X'{_SUBJECT_MAGIC.hex().upper()}') THEN 'malformed' ELSE 'encrypted' END) "
+                     f"WHEN exists(_fields, e -> e IS NULL OR {too_short}) THEN 'malformed' ELSE 'encrypted' END"),
             ("prefixes", f"CASE WHEN kind = 'encrypted' THEN (CASE WHEN _mode = {whole} "
                          "THEN array(substring(value, 1, _plen)) "
+                         f"WHEN _mode = {schema} THEN transform(_sfields, e -> substring(e, 1, {_SUBJECT_PREFIX_LEN})) "
                          f"ELSE transform(_fields, e -> substring(e, 1, {self._sql_prefix_length('e')})) END) END"),
         ]  # fmt: skip
