@@ -71,7 +71,7 @@ def spark_streaming_summary(ctx: DemoContext) -> dict[str, Any]:
 
 def all_chapters() -> list[tuple[str, Chapter]]:
     """The whole story, in order (each area's chapters live in its own demo module)."""
-    from strongroom.demo import audit, doctor, encryption, kek_per_topic, recovery
+    from strongroom.demo import audit, doctor, encryption, kek_per_topic, recovery, schema_aware
 
     return [
         ("Produce customer events (PII: name, email, address; non-PII: order totals)", produce_customer_events),
@@ -79,6 +79,7 @@ def all_chapters() -> list[tuple[str, Chapter]]:
         *encryption.CHAPTERS,
         *recovery.CHAPTERS,
         *kek_per_topic.CHAPTERS,
+        *schema_aware.CHAPTERS,
         *audit.CHAPTERS,
         *doctor.CHAPTERS,
     ]

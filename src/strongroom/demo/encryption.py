@@ -32,7 +32,7 @@ def _settings(ctx: DemoContext, topic: str, name: str) -> Any:
     )
 
 
-def _read(ctx: DemoContext, topic: str) -> list[Any]:
+def read_topic(ctx: DemoContext, topic: str) -> list[Any]:
     from confluent_kafka import TopicPartition
 
     consumer = new_consumer(ClientConfig(ctx.cluster.bootstrap_servers))
@@ -65,12 +65,12 @@ def encrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
         f"    {keys['created']} customers got their own key; the KMS was asked {keys['wrapping_keys_created']} time(s) "
         "(one wrapping key for all of them, not one KMS call per customer)"
     )
-    sample = json.loads(_read(ctx, ENCRYPTED_TOPIC)[0].value())
+    sample = json.loads(read_topic(ctx, ENCRYPTED_TOPIC)[0].value())
     shown = {k: (v[:36] + "..." if isinstance(v, str) and v.startswith("sr1:") else v) for k, v in sample.items()}
     ctx.say(
         f"    what Kafka stores now: {json.dumps({k: shown[k] for k in ('customer_id', 'name', 'email', 'order')})}"
     )
-    leaked = [m for m in _read(ctx, ENCRYPTED_TOPIC) if b"@example.com" in (m.value() or b"")]
+    leaked = [m for m in read_topic(ctx, ENCRYPTED_TOPIC) if b"@example.com" in (m.value() or b"")]
     ctx.say(f"    records in {ENCRYPTED_TOPIC!r} containing an e-mail address in clear: {len(leaked)}")
     ctx.facts["victim"] = sample["customer_id"]
     return {"encrypted": result.written, "subject_keys": keys["created"], "kms_wraps": keys["wrapping_keys_created"],
@@ -103,7 +103,7 @@ def decrypt_on_spark(ctx: DemoContext) -> dict[str, Any]:
     finally:
         job.close()
     victim = ctx.facts["victim"]
-    docs = [json.loads(m.value()) for m in _read(ctx, DECRYPTED_TOPIC)]
+    docs = [json.loads(m.value()) for m in read_topic(ctx, DECRYPTED_TOPIC)]
     victim_docs = [d for d in docs if d["customer_id"] == victim]
     others = [d for d in docs if d["customer_id"] != victim]
     ctx.say(f"    Spark decrypted {result.written} events into {DECRYPTED_TOPIC!r}:")
@@ -192,7 +192,7 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     source, rejected = "signup-events", "signup-events.rejected"
     for topic in (source, rejected, f"{source}.enc"):
         ctx.cluster.create_topic(topic, 1, 1)
-    sealed_email = json.loads(_read(ctx, ENCRYPTED_TOPIC)[0].value())["email"]
+    sealed_email = json.loads(read_topic(ctx, ENCRYPTED_TOPIC)[0].value())["email"]
     producer = new_producer(ClientConfig(ctx.cluster.bootstrap_servers))
     for key, value in (
         (b"cust-90", b'{"customer_id": "cust-90", "name": "Ada", "email": "ada@example.com"}'),
@@ -210,7 +210,7 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     finally:
         job.close()
     ctx.say(f"    encrypt: {dict(encrypted.records)}; refused records go to {rejected!r}, unchanged, with a reason:")
-    for msg in _read(ctx, rejected):
+    for msg in read_topic(ctx, rejected):
         reason = dict(msg.headers())["strongroom.dead-letter.reason"].decode()
         ctx.say(f"      {msg.key().decode()}: {reason[:110]}")
     producer.produce(f"{source}.enc", key=b"cust-93", value=b'{"customer_id": "cust-93", "email": "plain@example.com"}')
@@ -221,7 +221,7 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
         decrypted = dec.run()
     finally:
         dec.close()
-    [downgrade] = [m for m in _read(ctx, rejected) if m.key() == b"cust-93"]
+    [downgrade] = [m for m in read_topic(ctx, rejected) if m.key() == b"cust-93"]
     ctx.say(f"    decrypt (readers are encrypted-only by default): {dict(decrypted.records)}")
     ctx.say(f"      cust-93: {dict(downgrade.headers())['strongroom.dead-letter.reason'].decode()[:110]}")
     return {"encrypt": dict(encrypted.records), "decrypt": dict(decrypted.records)}

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from strongroom.testing.kafka_cluster import KafkaCluster
     from strongroom.testing.openbao import OpenBaoServer
+    from strongroom.testing.schema_registry import SchemaRegistryServer
 
 EVENTS_TOPIC = "customer-events"
 KEYS_TOPIC = "strongroom-keys"
@@ -52,12 +53,22 @@ class DemoContext:
     keys_topic: str = KEYS_TOPIC
     facts: dict[str, Any] = field(default_factory=dict)
     _spark: SparkSession | None = None
+    _registry: SchemaRegistryServer | None = None
 
     @property
     def spark(self) -> SparkSession:
         if self._spark is None:
             self._spark = self.spark_factory()
         return self._spark
+
+    @property
+    def registry(self) -> SchemaRegistryServer:
+        """An Apicurio schema registry (Confluent API), started when a chapter first needs it."""
+        if self._registry is None:
+            from strongroom.testing.schema_registry import SchemaRegistryServer
+
+            self._registry = SchemaRegistryServer(log_dir=self.workdir / "registry").start()
+        return self._registry
 
     def say(self, text: str) -> None:
         if self.out.name == "text":
@@ -107,6 +118,8 @@ def demo_stack(out: StoryOutput) -> Iterator[DemoContext]:
     finally:
         if ctx is not None and ctx._spark is not None:
             ctx._spark.stop()
+        if ctx is not None and ctx._registry is not None:
+            ctx._registry.stop()
         bao.stop()
         cluster.stop()
 
