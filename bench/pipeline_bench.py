@@ -20,7 +20,12 @@ One local Kafka broker, one Spark session (``local[2]``), 2-partition topics. Pe
   - ``encrypt-new``: the encrypt pipeline on the round's new-subject topic (10 % new subjects);
   - ``fields-encrypt`` (1 KB only): 3 JSON fields of each record;
   - ``copy-encrypted``: Spark's Kafka sink copying the round's encrypted topic (decrypt's baseline);
-  - ``decrypt``: the decrypt pipeline on the round's encrypted topic.
+  - ``decrypt``: the decrypt pipeline on the round's encrypted topic;
+  - ``avro-copy`` and ``avro-encrypt`` (1 KB only; ``--no-avro`` leaves them out): Spark's Kafka sink
+    copying an Avro topic (the customer-event schema of the schema-aware tests, ``email`` and ``name``
+    tagged PII, padded to the payload size; Confluent wire format, schemas in a real Apicurio registry
+    started for the run), and the encrypt pipeline in schema mode on it. Its output is verified by
+    decrypting it (untimed) back to the source's exact bytes.
 
 Same conditions on every side: the source options come from the pipelines' own ``kafka_stream``
 (read_committed, headers, ``maxOffsetsPerTrigger``), the copy's producer gets the exactly-once sink's
@@ -28,8 +33,8 @@ settings (acks=all, idempotence, lz4, linger and batch size), headers are copied
 set a record's timestamp, strongroom's pipelines keep it. Every round's output is read back under
 read_committed and verified (count, no duplicates, round-trip content hashes; benchkit.verify); a round
 that fails verification stops the benchmark. Last lines: one ``RESULT <side>-vs-copy`` line each for
-encrypt, decrypt, fields-encrypt and eos-passthrough: the median over the rounds of (side records/s ÷
-copy records/s) at 1 KB, steady state.
+encrypt, decrypt, fields-encrypt, eos-passthrough and avro-encrypt (against avro-copy): the median over
+the rounds of (side records/s ÷ copy records/s) at 1 KB, steady state.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
 from strongroom.rules import EncryptionRules
+from strongroom.schemas.registry import RegistrySettings
 from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF, Counters, PipelineSettings, StreamingJob, kafka_stream
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
@@ -73,12 +79,17 @@ from strongroom.spark.jobs.results import PipelineResult
 from strongroom.spark.kafka_sink import BATCHING, write_exactly_once
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
+from strongroom.testing.schema_registry import SchemaRegistryServer
 
 FIELDS = ["$.name", "$.email", "$.address"]  # 3 JSON fields of a 1 KB record
-TARGETS = {"encrypt": 0.90, "decrypt": 0.90, "fields-encrypt": 0.75, "eos-passthrough": 0.95}
+TARGETS = {"encrypt": 0.90, "decrypt": 0.90, "fields-encrypt": 0.75, "eos-passthrough": 0.95, "avro-encrypt": 0.75}
+#: Each side's baseline (the cheapest real alternative moving the same records); others: ``copy``.
+BASELINES = {"decrypt": "copy-encrypted", "avro-encrypt": "avro-copy"}
 NEW_SUBJECT_TARGET = 0.80  # issue 13: the new-subject round reaches 0.8x of the steady state
 RESULT_PAYLOAD = 1000
-INTERLEAVED = ["copy", "eos-passthrough", "encrypt", "encrypt-new", "fields-encrypt"]
+INTERLEAVED = ["copy", "eos-passthrough", "encrypt", "encrypt-new", "fields-encrypt", "avro-copy", "avro-encrypt"]
+ONLY_AT_RESULT_PAYLOAD = {"fields-encrypt", "avro-copy", "avro-encrypt"}
+AVRO_SIDES = {"avro-copy", "avro-encrypt"}
 AFTER_ENCRYPT = ["copy-encrypted", "decrypt"]  # they read the round's encrypted topic
 
 
@@ -131,14 +142,27 @@ def produce_source(
     bootstrap: str, topic: str, records: int, subjects: int, payload: int, kind: Filler, new_tag: str = ""
 ) -> int:
     """Produce the benchmark records; with ``new_tag`` every tenth record has a subject never seen before."""
-    rng = random.Random(payload)
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
-    size = 0
-    for i in range(records):
+
+    def record(i: int, rng: random.Random) -> tuple[str, bytes]:
         subject = f"subject-{rng.randrange(subjects):07d}"
         if new_tag and i % 10 == 0:
             subject = f"new-{new_tag}-{i:08d}"
-        value = record_value(i, subject, payload, rng, kind)
+        return subject, record_value(i, subject, payload, rng, kind)
+
+    return produce_records(bootstrap, topic, records, random.Random(payload), record)
+
+
+#: Makes the ``i``-th record: ``(subject, value)``.
+RecordMaker = Callable[[int, random.Random], tuple[str, bytes]]
+
+
+def produce_records(bootstrap: str, topic: str, records: int, rng: random.Random, record: RecordMaker) -> int:
+    """Produce ``record(i, rng)`` → ``(subject, value)`` for each ``i``: the subject as the key, the sequence and
+    source headers; the bytes of the values produced."""
+    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
+    size = 0
+    for i in range(records):
+        subject, value = record(i, rng)
         size += len(value)
         headers = [(SEQ_HEADER, str(i).encode()), ("source", b"bench")]
         produce_when_room(producer, topic, key=subject.encode(), value=value, headers=headers)
@@ -146,6 +170,60 @@ def produce_source(
             producer.poll(0)
     producer.flush(600)
     return size
+
+
+def avro_schema() -> dict[str, Any]:
+    """The schema-aware tests' customer event (``email`` and ``name`` tagged PII) with a ``notes`` filler."""
+    from strongroom.testing.schema_formats import AVRO_SCHEMA
+
+    return {**AVRO_SCHEMA, "fields": [*AVRO_SCHEMA["fields"], {"name": "notes", "type": "string"}]}
+
+
+def produce_avro_source(
+    bootstrap: str, topic: str, records: int, subjects: int, payload: int, kind: Filler, registry_url: str
+) -> int:
+    """Avro records of ``payload`` bytes in the Confluent wire format (schema registered under
+    ``<topic>-value``), the subject as the key; the same headers as :func:`produce_source`."""
+    import fastavro
+    from confluent_kafka.schema_registry import Schema
+
+    from strongroom.testing.schema_formats import registry_client
+
+    schema = avro_schema()
+    schema_id = int(registry_client(registry_url).register_schema(f"{topic}-value", Schema(json.dumps(schema), "AVRO")))
+    parsed = fastavro.parse_schema(schema)
+
+    def record(i: int, rng: random.Random) -> tuple[str, bytes]:
+        subject = f"subject-{rng.randrange(subjects):07d}"
+        return subject, avro_value(i, subject, payload, rng, kind, parsed, schema_id)
+
+    return produce_records(bootstrap, topic, records, random.Random(payload), record)
+
+
+def avro_value(i: int, subject: str, payload: int, rng: random.Random, kind: Filler, parsed: Any,
+               schema_id: int) -> bytes:  # fmt: skip
+    """A framed Avro value of exactly ``payload`` bytes (``parsed``: :func:`avro_schema`, parsed by fastavro)."""
+    from strongroom.schemas.wire import frame
+
+    event = {"customer_id": subject, "email": f"user{i}@example.com", "name": f"Name {i}", "sku": f"SKU-{i}",
+             "qty": i % 100, "notes": ""}  # fmt: skip
+    base = len(frame(schema_id, _avro(parsed, event)))
+    for length_bytes in (1, 2, 3):  # the notes string's length varint grows with it
+        event["notes"] = filler(payload - base - length_bytes + 1, kind, rng)
+        value = frame(schema_id, _avro(parsed, event))
+        if len(value) == payload:
+            return value
+    return value
+
+
+def _avro(parsed: Any, event: dict[str, Any]) -> bytes:
+    import io
+
+    import fastavro
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parsed, event)
+    return out.getvalue()
 
 
 def read_digest(bootstrap: str, topic: str, expected: int, canonical: bool = False) -> TopicDigest:
@@ -291,20 +369,26 @@ class Bench:
         self.kms = {"provider": "local", "path": str(keyring)}
         self.runs = 0
         self.engine = engine_option(args.engine)
+        #: The Apicurio registry of the Avro sides (None: ``--no-avro``).
+        self.registry_url: str | None = None
 
     def settings(self, topic: str, engine: dict[str, Any] | None = None, **rule: Any) -> PipelineSettings:
         self.runs += 1
         engine = self.engine if engine is None else engine
         rules = EncryptionRules.single([topic], **rule)
         checkpoint = str(self.work / f"run-{self.runs}")
-        return PipelineSettings(
-            self.bootstrap, rules, self.kms, checkpoint, max_offsets_per_trigger=self.args.batch, **engine
+        registry = (
+            RegistrySettings(url=self.registry_url) if rule.get("mode") == "schema" and self.registry_url else None
         )
+        return PipelineSettings(
+            self.bootstrap, rules, self.kms, checkpoint, max_offsets_per_trigger=self.args.batch,
+            schema_registry=registry, **engine,
+        )  # fmt: skip
 
-    def side(self, name: str, source: str, output: str, fields: bool = False) -> Callable[[], dict[str, float]]:
+    def side(self, name: str, source: str, output: str, sealed_as: str = "value") -> Callable[[], dict[str, float]]:
         """Build the side's job (untimed: a long-running pipeline starts once) and return what runs it;
-        ``fields``: the source is sealed in JSON field mode (decrypt needs the same rule)."""
-        if name in ("copy", "copy-encrypted"):
+        ``sealed_as``: the rule mode the source was sealed in (decrypt needs the same rule)."""
+        if name in ("copy", "copy-encrypted", "avro-copy"):
             settings = self.settings(source)
 
             def copy() -> dict[str, float]:
@@ -314,16 +398,18 @@ class Bench:
             return copy
         if name == "eos-passthrough":
             job: Any = PassthroughJob(self.spark, self.settings(source), output)
-        elif name in ("encrypt", "encrypt-new", "fields-encrypt"):
+        elif name in ("encrypt", "encrypt-new", "fields-encrypt", "avro-encrypt"):
             rule: dict[str, Any] = {"output_topic": output}
             if name == "fields-encrypt":
                 rule |= {"mode": "fields", "fields": FIELDS}
+            if name == "avro-encrypt":
+                rule |= {"mode": "schema"}
             job = EncryptJob(self.spark, self.settings(source, **rule))
         elif name == "decrypt":
-            rule = {"mode": "fields", "fields": FIELDS} if fields else {}
-            # Only the untimed check opens field-mode output; the JVM engine does not open field mode (yet).
-            engine = engine_option("python") if fields and self.args.engine else None
-            job = DecryptJob(self.spark, self.settings(source, engine, **rule), output_topic=output)
+            rule = {"value": {}, "fields": {"mode": "fields", "fields": FIELDS}, "schema": {"mode": "schema"}}[
+                sealed_as
+            ]
+            job = DecryptJob(self.spark, self.settings(source, **rule), output_topic=output)
         else:
             raise ValueError(f"unknown side {name}")
 
@@ -344,13 +430,14 @@ class Bench:
         seconds = time.perf_counter() - start
         return Measured(seconds, cpu_delta(before, cpu_by_kind()), phases)
 
-    def untimed(self, name: str, source: str, output: str, fields: bool = False) -> None:
+    def untimed(self, name: str, source: str, output: str, sealed_as: str = "value") -> None:
         self.cluster.create_topic(output, partitions=2)
-        self.side(name, source, output, fields)()
+        self.side(name, source, output, sealed_as)()
 
 
-def round_order(round_no: int, payload: int) -> list[str]:
-    sides = [s for s in INTERLEAVED if s != "fields-encrypt" or payload == RESULT_PAYLOAD]
+def round_order(round_no: int, payload: int, avro: bool = True) -> list[str]:
+    sides = [s for s in INTERLEAVED if s not in ONLY_AT_RESULT_PAYLOAD or payload == RESULT_PAYLOAD]
+    sides = [s for s in sides if avro or s not in AVRO_SIDES]
     shift = round_no % len(sides)
     after = AFTER_ENCRYPT[round_no % 2 :] + AFTER_ENCRYPT[: round_no % 2]
     return sides[shift:] + sides[:shift] + after
@@ -363,6 +450,15 @@ def run_payload(bench: Bench, payload: int, records: int) -> Figures:
         bench.cluster.create_topic(topic, partitions=2)
     nbytes = produce_source(bootstrap, src, records, args.subjects, payload, args.filler)
     produce_source(bootstrap, warm, max(1000, records // 20), args.subjects, payload, args.filler)
+    avro = bench.registry_url is not None and payload == RESULT_PAYLOAD
+    avro_src, avro_digest = f"{src}.avro", None
+    if avro:
+        assert bench.registry_url is not None
+        for topic in (avro_src, f"{warm}.avro"):
+            bench.cluster.create_topic(topic, partitions=2)
+            n = records if topic == avro_src else max(1000, records // 20)
+            produce_avro_source(bootstrap, topic, n, args.subjects, payload, args.filler, bench.registry_url)
+        avro_digest = read_digest(bootstrap, avro_src, records)
     new_sources = {}
     for r in range(args.rounds):
         new_sources[r] = f"p{payload}.new{r}"
@@ -374,21 +470,24 @@ def run_payload(bench: Bench, payload: int, records: int) -> Figures:
     new_digests = {r: read_digest(bootstrap, t, records) for r, t in new_sources.items()}
 
     # warm-up, untimed: every side once on the small topic, then every subject's key created
-    for side in round_order(0, payload):
-        source = f"{warm}.encrypt" if side in AFTER_ENCRYPT else warm
+    for side in round_order(0, payload, avro):
+        source = f"{warm}.encrypt" if side in AFTER_ENCRYPT else f"{warm}.avro" if side in AVRO_SIDES else warm
         bench.untimed(side, source, f"{warm}.{side}")
     bench.untimed("encrypt", src, f"{src}.keys-primed")
     print("warm-up done (every side once; every subject's key exists)", flush=True)
 
     figures = Figures(records, nbytes)
     for r in range(args.rounds):
-        for side in round_order(r, payload):
+        for side in round_order(r, payload, avro):
             source = {"encrypt-new": new_sources[r], "copy-encrypted": f"{src}.encrypt.r{r}",
-                      "decrypt": f"{src}.encrypt.r{r}"}.get(side, src)  # fmt: skip
+                      "decrypt": f"{src}.encrypt.r{r}", "avro-copy": avro_src,
+                      "avro-encrypt": avro_src}.get(side, src)  # fmt: skip
             output = f"{src}.{side}.r{r}"
             measured = bench.measure(side, source, output)
             figures.rounds.setdefault(side, []).append(measured)
-            verify_round(bench, side, source, output, payload, records, source_digest, new_digests[r])
+            expected = avro_digest if side in AVRO_SIDES else source_digest
+            assert expected is not None
+            verify_round(bench, side, source, output, payload, records, expected, new_digests[r])
             print(f"  round {r + 1} {side:16} {records / measured.seconds:9.0f} rec/s "
                   f"({measured.seconds:5.1f} s) verified", flush=True)  # fmt: skip
     return figures
@@ -400,7 +499,7 @@ def verify_round(bench: Bench, side: str, source: str, output: str, payload: int
     bootstrap = bench.bootstrap
     expected = new_digest if side == "encrypt-new" else source_digest
     checks = {"copy": Check.CONTENT, "copy-encrypted": Check.CONTENT, "eos-passthrough": Check.CONTENT_AND_TIME,
-              "decrypt": Check.CONTENT_AND_TIME}  # fmt: skip
+              "decrypt": Check.CONTENT_AND_TIME, "avro-copy": Check.CONTENT}  # fmt: skip
     problems: list[str]
     if side in checks:
         if side == "copy-encrypted":
@@ -410,7 +509,8 @@ def verify_round(bench: Bench, side: str, source: str, output: str, payload: int
         problems = verify(side, expected, read_digest(bootstrap, output, records), Check.COUNT)
         if side != "encrypt":  # the round's decrypt side opens the steady-state encrypt output
             canonical = side == "fields-encrypt"
-            bench.untimed("decrypt", output, f"{output}.opened", fields=canonical)
+            sealed_as = {"fields-encrypt": "fields", "avro-encrypt": "schema"}.get(side, "value")
+            bench.untimed("decrypt", output, f"{output}.opened", sealed_as)
             if canonical:
                 expected = read_digest(bootstrap, source, records, canonical=True)
             opened = read_digest(bootstrap, f"{output}.opened", records, canonical=canonical)
@@ -429,7 +529,7 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
         )
         for side in fig.rounds:
             rates = summarize(fig.rates(side))
-            baseline = "copy-encrypted" if side == "decrypt" else "copy"
+            baseline = BASELINES.get(side, "copy")
             ratio = fig.ratios(side, baseline).median
             cpu = " ".join(f"{fig.cpu_us(side, k):14.1f}" for k in ProcessKind if k != ProcessKind.OTHER)
             yield f"{side:16} {rates.median:12.0f} {rates.spread:7.2f} {ratio:8.2f} {'':16}{cpu}"
@@ -447,14 +547,19 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
         yield f"no RESULT lines: the ratios are defined at {RESULT_PAYLOAD} B, which this run did not measure"
         return
     new_vs_steady = fig.ratios("encrypt-new", "encrypt").median
-    for side in ("encrypt", "decrypt", "fields-encrypt", "eos-passthrough"):
-        baseline = "copy-encrypted" if side == "decrypt" else "copy"
+    for side in ("encrypt", "decrypt", "fields-encrypt", "eos-passthrough", "avro-encrypt"):
+        if side not in fig.rounds:
+            yield f"no RESULT {side}-vs-copy line: the side did not run (--no-avro)"
+            continue
+        baseline = BASELINES.get(side, "copy")
         ratios = fig.ratios(side, baseline)
         extra: dict[str, object] = {}
         if side == "encrypt":
             extra["new_subjects_vs_steady"] = new_vs_steady
         if side == "eos-passthrough":
             extra["writer"] = "python-sink"  # PassthroughJob writes with the Python sink whatever the engine
+        if side == "avro-encrypt":
+            extra["baseline"] = "avro-copy"
         yield result_line(
             f"{side}-vs-copy", ratios, target=TARGETS[side], met="yes" if ratios.median >= TARGETS[side] else "no",
             rps=summarize(fig.rates(side)).median, copy_rps=summarize(fig.rates(baseline)).median,
@@ -479,6 +584,8 @@ def main() -> None:
         help="what pads the JSON values: random words (compress like text) or one repeated character",
     )  # fmt: skip
     parser.add_argument("--batch", type=int, default=250_000, help="maxOffsetsPerTrigger, the same on every side")
+    parser.add_argument("--no-avro", dest="avro", action="store_false",
+                        help="leave out the Avro sides (they start an Apicurio registry, Java 21+)")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.payloads, args.records, args.subjects, args.batch = "1000", "1000=20000", 2000, 10_000
@@ -492,12 +599,16 @@ def main() -> None:
     with KafkaCluster(brokers=1, broker_config={"log.retention.bytes": -1}) as cluster:
         dataplane = args.engine == "jvm"  # the JVM engine's writer is in the data-plane jar
         spark = build_spark_session(app_name="pipeline-bench", conf=PIPELINE_SPARK_CONF, dataplane=dataplane)
+        registry = SchemaRegistryServer().start() if args.avro and RESULT_PAYLOAD in payloads else None
         try:
             bench = Bench(args, cluster, spark, work)
+            bench.registry_url = registry.url if registry else None
             for payload in payloads:
                 all_figures[payload] = run_payload(bench, payload, counts[payload])
         finally:
             spark.stop()
+            if registry:
+                registry.stop()
     print("\ncopy = Spark's own Kafka sink over the same source; decrypt's copy = copy-encrypted; CPU per kind: "
           "spark-jvm is driver + executors (local mode: one JVM)")  # fmt: skip
     for line in report(all_figures, args):

@@ -62,3 +62,28 @@ def test_every_round_runs_every_side_and_decrypt_after_encrypt(pb: ModuleType) -
         assert sorted(order) == sorted(pb.INTERLEAVED + pb.AFTER_ENCRYPT)
         assert order.index("decrypt") > order.index("encrypt")
     assert "fields-encrypt" not in pb.round_order(0, 100)
+
+
+@pytest.mark.parametrize("filler", ["words", "repeat"])
+def test_avro_values_have_exactly_the_payload_size_and_read_with_their_schema(pb: ModuleType, filler: str) -> None:
+    import io
+
+    import fastavro
+
+    parsed = fastavro.parse_schema(pb.avro_schema())
+    rng = random.Random(1)
+    for i in (0, 7, 123_456):
+        value = pb.avro_value(i, f"subject-{i:07d}", 1000, rng, pb.Filler(filler), parsed, 42)
+        assert len(value) == 1000
+        assert value[:5] == b"\x00\x00\x00\x00\x2a"
+        event = fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed, None)
+        assert event["customer_id"] == f"subject-{i:07d}"
+    tagged = {f["name"] for f in pb.avro_schema()["fields"] if "PII" in f.get("confluent:tags", [])}
+    assert tagged == {"email", "name"}
+
+
+def test_the_avro_sides_run_at_the_result_payload_only_and_can_be_left_out(pb: ModuleType) -> None:
+    assert {"avro-copy", "avro-encrypt"} <= set(pb.round_order(0, 1000))
+    assert not {"avro-copy", "avro-encrypt"} & set(pb.round_order(0, 100))
+    assert not {"avro-copy", "avro-encrypt"} & set(pb.round_order(1, 1000, avro=False))
+    assert pb.BASELINES["avro-encrypt"] == "avro-copy"
