@@ -215,12 +215,16 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
     presealed = bytes.fromhex(run_python(other_key)["output_hex"])
     bad_utf8 = bytearray(_payload({**_customer(rng), "email": "xy"}))
     bad_utf8[bad_utf8.index(b"xy")] = 0xFF
+    untagged = _customer(rng)
+    bad_untagged = bytearray(_payload({**untagged, "home": {**untagged["home"], "city": "xy"}}))
+    bad_untagged[bad_untagged.index(b"xy")] = 0xED  # an untagged field the JVM would otherwise pass on
     cases = [
         ("NotFramed", _sealing(rng, b"\x01\x00\x00\x00\x07" + good[5:])),
         ("NotFramed", _sealing(rng, b"\x00\x00")),
         ("PayloadMismatch", _sealing(rng, good[:-1])),
         ("PayloadMismatch", _sealing(rng, good + b"\x00")),
         ("PayloadMismatch", _sealing(rng, bytes(bad_utf8))),
+        ("PayloadMismatch", _sealing(rng, bytes(bad_untagged))),
         ("PayloadMismatch", _sealing(rng, good[:5] + b"\xff\xff\xff\xff\x0f")),
         # a field already holding an envelope sealed for another subject key is refused, not kept
         ("UnverifiedEnvelope", {**plain, "input_hex": presealed.hex()}),

@@ -27,6 +27,19 @@ public final class Utf8 {
         }
     }
 
+    /** True when {@code bytes[offset, offset + length)} is UTF-8 (as {@link #decodeOrNull} decides). */
+    public static boolean isValid(byte[] bytes, int offset, int length) {
+        CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT);
+        try {
+            decoder.decode(ByteBuffer.wrap(bytes, offset, length));
+            return true;
+        } catch (CharacterCodingException e) {
+            return false;
+        }
+    }
+
     /** Where the first byte that is not UTF-8 is (Python's {@code UnicodeDecodeError.start}); -1 if none. */
     public static int firstBadByte(byte[] bytes) {
         CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()

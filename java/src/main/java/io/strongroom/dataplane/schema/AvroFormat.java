@@ -2,12 +2,14 @@ package io.strongroom.dataplane.schema;
 
 import io.strongroom.dataplane.codec.EnvelopeException;
 import io.strongroom.dataplane.codec.ErrorKind;
+import io.strongroom.dataplane.codec.Utf8;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.avro.AvroRuntimeException;
 import org.apache.avro.Schema;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericDatumReader;
@@ -15,6 +17,7 @@ import org.apache.avro.generic.GenericDatumWriter;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.avro.io.BinaryDecoder;
 import org.apache.avro.io.BinaryEncoder;
+import org.apache.avro.io.Decoder;
 import org.apache.avro.io.DecoderFactory;
 import org.apache.avro.io.EncoderFactory;
 
@@ -38,19 +41,38 @@ final class AvroFormat {
             throw new EnvelopeException(ErrorKind.UNSUPPORTED_SCHEMA,
                     where + " is not an Avro schema Apache Avro can read: " + e.getClass().getSimpleName());
         }
-        this.reader = new OrderedMaps(schema);
+        this.reader = new StrictReader(schema);
         this.writer = new GenericDatumWriter<>(schema);
     }
 
-    /** Reads maps in the payload's order, so a map is written back entry for entry as it came. */
-    private static final class OrderedMaps extends GenericDatumReader<Object> {
-        OrderedMaps(Schema schema) {
+    /**
+     * Reads maps in the payload's order, so a map is written back entry for entry as it came, and every string as
+     * its raw UTF-8 bytes ({@code Utf8}, even under {@code "avro.java.string": "String"}), refusing bytes that are
+     * not UTF-8 as fastavro does: a lenient decode would seal or write back a changed text.
+     */
+    private static final class StrictReader extends GenericDatumReader<Object> {
+        StrictReader(Schema schema) {
             super(schema);
         }
 
         @Override
         protected Object newMap(Object old, int size) {
             return new LinkedHashMap<>(Math.max(16, Math.min(size, 1 << 16)));
+        }
+
+        @Override
+        protected Object readString(Object old, Schema expected, Decoder in) throws IOException {
+            return readString(old, in);
+        }
+
+        @Override
+        protected Object readString(Object old, Decoder in) throws IOException {
+            Object value = super.readString(old, in);
+            if (value instanceof org.apache.avro.util.Utf8 text
+                    && !Utf8.isValid(text.getBytes(), 0, text.getByteLength())) {
+                throw new AvroRuntimeException("a string is not UTF-8");
+            }
+            return value;
         }
     }
 

@@ -268,9 +268,8 @@ final class DecryptRecords implements RecordTransform {
             RecordContext ctx = new RecordContext(plan.boundTopic(), s.bytes(), AadProfile.TOPIC);
             KeyLookup keys = ref -> dekFor(ref, s.text(), states);
             plain = schema ? schemaCodec.open(record.topic(), value, keys, ctx) : fields
-                    ? fieldCodec.decrypt(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of(), OnErased.NULL,
-                            rules(record, plan))
-                    : codec.decryptValue(value, ref -> dekFor(ref, s.text(), states), ctx, Map.of());
+                    ? fieldCodec.decrypt(value, keys, ctx, Map.of(), OnErased.NULL, rules(record, plan))
+                    : codec.decryptValue(value, keys, ctx, Map.of());
         } catch (NotOpened e) {
             if (PENDING.equals(e.outcome)) {
                 return pending(record, s.text(), now, plan);
