@@ -39,7 +39,8 @@ def avro_customer_events(ctx: DemoContext) -> dict[str, Any]:
     sealed = _run(ctx, "encrypt", url)
     wire = read_topic(ctx, f"{TOPIC}.enc")
     sample = serde.deserialize(wire[0].value())
-    ctx.say(f"    $ strongroom encrypt --rules rules.yaml --schema-registry {url}   (rule: mode: schema)")
+    ctx.say(f"    rules.yaml: - {{topic: {TOPIC}, mode: schema}}   (the PII tag selects the fields)")
+    ctx.say(f"    $ strongroom encrypt --rules rules.yaml --schema-registry {url}")
     ctx.say(f"      {sealed.written} records sealed; schema id kept: {_schema_id(wire[0].value())}")
     ctx.say(f"      read back with the same Avro deserializer: customer_id={sample['customer_id']} "
             f"sku={sample['sku']} qty={sample['qty']}")  # fmt: skip
