@@ -5,7 +5,7 @@ only be read with its schema, so both come from a Python pass over Arrow batches
 with the client library's code (:class:`strongroom.clients.sealing.RuleCodec`, its registry client per
 executor task, cached by schema id): :func:`with_schema_key_ids` adds ``subject``, ``marker`` and
 ``key_id`` as :func:`strongroom.spark.transforms.with_key_ids` does for the other modes. Opening is a
-second pass (:func:`open_schema_fields`) with the key the driver classified for that key id; a record
+second pass (:func:`schema_opener`) with the key the driver classified for that key id; a record
 whose fields name several keys fails (as field mode does). The registry's settings (its credentials
 too) travel to the executors in the closure, as the Kafka client properties do.
 """
@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from strongroom.rules import TopicRule
 
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from strongroom.schemas.registry import RegistrySettings
-
-#: Columns the opener passes through, besides the DEK and key state it consumes.
-_OPEN_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "subject", "key_id",
-                     "status", "reason", "logical_topic")  # fmt: skip
 
 
 def with_schema_key_ids(batch: DataFrame, rule: TopicRule, registry: RegistrySettings, marker: Any) -> DataFrame:
@@ -74,25 +69,9 @@ def _key_reader(rule: TopicRule, registry: RegistrySettings) -> Any:
     return read_batches
 
 
-def open_schema_fields(
-    framed: DataFrame, rule: TopicRule, encrypted_only: bool, registry: RegistrySettings
-) -> DataFrame:
-    """Open the ``ok`` rows' sealed fields with the classified key; ``opened`` and a failure's reason."""
-    from strongroom.spark.transforms import FAILED, OK, PASSTHROUGH
+def schema_opener(rule: TopicRule, encrypted_only: bool, registry: RegistrySettings) -> Any:
+    """The Arrow opener of schema records for :func:`strongroom.spark.transforms.decrypt_frame`."""
 
-    inputs = framed.select(*_OPEN_PASSTHROUGH, "dek", "key_state", "marker")
-    out_schema = inputs.drop("dek", "key_state", "marker").schema.add("opened", "binary").add("open_error", "string")
-    out = inputs.mapInArrow(_opener(rule, encrypted_only, registry), out_schema)
-    unmarked_plain = (F.col("status") == OK) & F.col("open_error").isNull() & F.col("key_id").isNull()
-    return out.withColumn(
-        "status",
-        F.when(F.col("open_error").isNotNull(), F.lit(FAILED))
-        .when(unmarked_plain & (F.col("opened") == F.col("value")) & F.lit(not encrypted_only), F.lit(PASSTHROUGH))
-        .otherwise(F.col("status")),
-    ).withColumn("reason", F.coalesce(F.col("reason"), F.col("open_error")))
-
-
-def _opener(rule: TopicRule, encrypted_only: bool, registry: RegistrySettings) -> Any:
     def open_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
@@ -100,7 +79,7 @@ def _opener(rule: TopicRule, encrypted_only: bool, registry: RegistrySettings) -
         from strongroom.envelope import RecordContext
         from strongroom.errors import EnvelopeError
         from strongroom.schemas.registry import SchemaRegistry
-        from strongroom.spark.transforms import KEY_ERASED, OK
+        from strongroom.spark.transforms import FIELD_OPEN_PASSTHROUGH, KEY_ERASED, OK
 
         codec = RuleCodec(rule, schema_registry=SchemaRegistry(registry))
         fields = codec.schema
@@ -132,9 +111,9 @@ def _opener(rule: TopicRule, encrypted_only: bool, registry: RegistrySettings) -
                 except EnvelopeError as exc:
                     opened.append(None)
                     errors.append(f"{type(exc).__name__}: {exc.problem}")
-            columns = [batch.column(name) for name in _OPEN_PASSTHROUGH]
+            columns = [batch.column(name) for name in FIELD_OPEN_PASSTHROUGH]
             columns += [pa.array(opened, pa.binary()), pa.array(errors, pa.string())]
-            yield pa.RecordBatch.from_arrays(columns, names=[*_OPEN_PASSTHROUGH, "opened", "open_error"])
+            yield pa.RecordBatch.from_arrays(columns, names=[*FIELD_OPEN_PASSTHROUGH, "opened", "open_error"])
 
     return open_batches
 

@@ -308,18 +308,18 @@ def decrypt_frame(
     status = _decrypt_status(rule, reason)
     framed = joined.withColumn("reason", reason).withColumn("status", status).withColumn("logical_topic", logical_topic)
     if rule.mode == "schema":
-        from strongroom.spark.schema_frames import open_schema_fields
+        from strongroom.spark.schema_frames import schema_opener
 
         if schema_registry is None:
             raise ConfigError(
                 f"the rule for {rule.topic!r} is in schema mode but no schema registry was given",
                 hint="pass schema_registry=RegistrySettings(url=...)",
             )
-        framed = open_schema_fields(framed, rule, encrypted_only, schema_registry)
+        framed = _open_fields(framed, schema_opener(rule, encrypted_only, schema_registry), encrypted_only)
     elif rule.mode == "value":
         framed = _open_whole_values(framed)
     else:
-        framed = _open_fields(framed, rule, encrypted_only)
+        framed = _open_fields(framed, _field_opener(tuple(rule.fields), encrypted_only), encrypted_only)
     return _decrypted_sink_rows(framed, output_topic, erased_value)
 
 
@@ -412,14 +412,15 @@ def _decrypted_sink_rows(framed: DataFrame, output_topic: Column, erased_value: 
     )
 
 
-_FIELD_OPEN_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "subject",
+#: Columns a field opener (JSON fields, schema fields) passes through, besides the DEK and key state it consumes.
+FIELD_OPEN_PASSTHROUGH = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "subject",
                            "key_id", "status", "reason", "logical_topic")  # fmt: skip
 
 
-def _open_fields(framed: DataFrame, rule: TopicRule, encrypted_only: bool) -> DataFrame:
-    inputs = framed.select(*_FIELD_OPEN_PASSTHROUGH, "dek", "key_state", "marker")
+def _open_fields(framed: DataFrame, opener: Any, encrypted_only: bool) -> DataFrame:
+    """Open the ``ok`` rows with ``opener`` (Arrow batches in, ``opened`` and ``open_error`` added)."""
+    inputs = framed.select(*FIELD_OPEN_PASSTHROUGH, "dek", "key_state", "marker")
     out_schema = inputs.drop("dek", "key_state", "marker").schema.add("opened", "binary").add("open_error", "string")
-    opener = _field_opener(tuple(rule.fields), encrypted_only)
     out = inputs.mapInArrow(opener, out_schema)
     # The opener passes an unmarked document that holds no sealed field on unchanged (opened = value).
     unmarked_plain = (F.col("status") == OK) & F.col("open_error").isNull() & F.col("key_id").isNull()
@@ -486,9 +487,9 @@ def _field_opener(paths: tuple[str, ...], encrypted_only: bool) -> Any:
                 except _MixedKeys:
                     opened.append(None)
                     errors.append("the record's fields were sealed under different subject keys")
-            columns = [batch.column(name) for name in _FIELD_OPEN_PASSTHROUGH]
+            columns = [batch.column(name) for name in FIELD_OPEN_PASSTHROUGH]
             columns += [pa.array(opened, pa.binary()), pa.array(errors, pa.string())]
-            yield pa.RecordBatch.from_arrays(columns, names=[*_FIELD_OPEN_PASSTHROUGH, "opened", "open_error"])
+            yield pa.RecordBatch.from_arrays(columns, names=[*FIELD_OPEN_PASSTHROUGH, "opened", "open_error"])
 
     return open_batches
 
