@@ -44,12 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.clients.consumer import DecryptingConsumer
 from strongroom.clients.producer import EncryptingProducer, ProducerRecord
 from strongroom.demo.data import PII_PATHS, customer_events
 from strongroom.kafka.config import ClientConfig, produce_when_room
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.manager import KeyManager
 from strongroom.keys.table import KeyTable
 from strongroom.keys.topic import create_keys_topic
@@ -94,14 +95,14 @@ def compact(value: bytes) -> bytes:
 
 # ------------------------------------------------------------------------------------------ the sides
 def produce_plain(conf: dict[str, Any], topic: str, records: Records) -> None:
-    producer = Producer(conf)
+    producer = build_producer(conf)
     for key, value in records:
         produce_when_room(producer, topic, value=value, key=key)
     assert producer.flush(120) == 0
 
 
 def consume_plain(conf: dict[str, Any], topic: str, starts: dict[int, int], n: int) -> list[bytes]:
-    consumer = Consumer({**conf, "group.id": f"bench-{uuid.uuid4().hex[:8]}"})
+    consumer = build_consumer({**conf, "group.id": f"bench-{uuid.uuid4().hex[:8]}"})
     consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
     values: list[bytes] = []
     while len(values) < n:
@@ -181,7 +182,7 @@ def run_side(side: Side, cluster: KafkaCluster, timed: bool) -> None:
 
 
 def cluster_watermarks(cluster: KafkaCluster, topic: str) -> dict[int, tuple[int, int]]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench-watermarks"})
+    consumer = build_consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench-watermarks"})
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(PARTITIONS)}
     finally:
@@ -190,7 +191,7 @@ def cluster_watermarks(cluster: KafkaCluster, topic: str) -> dict[int, tuple[int
 
 def read_raw(cluster: KafkaCluster, topic: str, starts: dict[int, int]) -> bytes:
     """The first record a round wrote, as the broker stores it."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench-raw"})
+    consumer = build_consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "bench-raw"})
     consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
     try:
         while True:

@@ -51,7 +51,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from benchkit import (  # bench/ is on sys.path when a script in it runs
     SEQ_HEADER,
@@ -67,6 +67,7 @@ from benchkit import (  # bench/ is on sys.path when a script in it runs
     verify,
 )
 from strongroom.kafka.config import PRODUCER_DEFAULTS, ClientConfig, produce_when_room
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
@@ -159,7 +160,7 @@ RecordMaker = Callable[[int, random.Random], tuple[str, bytes]]
 def produce_records(bootstrap: str, topic: str, records: int, rng: random.Random, record: RecordMaker) -> int:
     """Produce ``record(i, rng)`` → ``(subject, value)`` for each ``i``: the subject as the key, the sequence and
     source headers; the bytes of the values produced."""
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
     size = 0
     for i in range(records):
         subject, value = record(i, rng)
@@ -228,7 +229,7 @@ def _avro(parsed: Any, event: dict[str, Any]) -> bytes:
 
 def read_digest(bootstrap: str, topic: str, expected: int, canonical: bool = False) -> TopicDigest:
     """Everything committed in ``topic`` (read_committed), as a digest."""
-    consumer = Consumer(ClientConfig(bootstrap).consumer(None, {"enable.partition.eof": False}))
+    consumer = build_consumer(ClientConfig(bootstrap).consumer(None, {"enable.partition.eof": False}))
     partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     digest = TopicDigest()

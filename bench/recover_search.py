@@ -28,11 +28,12 @@ import json
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.crypto.limits import DekUsagePolicy
 from strongroom.envelope import RecordContext, ValueMode, marker_header
 from strongroom.kafka.config import ClientConfig, produce_when_room
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.envelope_keys import RotatingDekSource
 from strongroom.kms.metered import MeteredKms
@@ -50,7 +51,7 @@ TOPIC = "bench-recover"
 
 
 def produce(bootstrap: str, kms: VaultKms, kek_a: str, kek_b: str, n: int, lost: int, per_dek: int) -> None:
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 50, "batch.size": 1_000_000}))
     sources = {
         kek: RotatingDekSource(kms, kek, DekUsagePolicy(max_encryptions=per_dek, max_age_seconds=None))
         for kek in (kek_a, kek_b)
@@ -88,7 +89,7 @@ def run_linear(
     config: ClientConfig, openbao: OpenBaoServer, start: int, end: int, *, check: bool = True
 ) -> dict[str, Any]:
     checker, metered = fresh_checker(openbao)
-    consumer = Consumer(config.consumer("bench-linear", {"enable.partition.eof": True}))
+    consumer = build_consumer(config.consumer("bench-linear", {"enable.partition.eof": True}))
     consumer.assign([TopicPartition(TOPIC, 0, start)])
     last_lost, seen = None, 0
     started = time.perf_counter()

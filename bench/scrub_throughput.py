@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.audit.ledger import capture_ledger, read_ledger
 from strongroom.audit.readers import AuditReader
 from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
 from strongroom.kafka.config import ClientConfig, produce_when_room
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
 
@@ -51,7 +52,7 @@ LAG_RATE, LAG_PRODUCERS, LAG_SECONDS = 100_000, 2, 30.0
 
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 20, "batch.size": 1_000_000}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 20, "batch.size": 1_000_000}))
     for i in range(records):
         produce_when_room(producer, topic, key=b"key-%d" % (i % 10_000), value=VALUE + b"%08d" % i)
         if i % 10_000 == 0:
@@ -61,7 +62,7 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
 
 def raw_read(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
     """Records per second of one tuned consumer reading everything."""
-    consumer = Consumer(
+    consumer = build_consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-raw",
@@ -122,7 +123,7 @@ def scrub(
 
 
 def paced_producer(bootstrap: str, topic: str, rate: int, seconds: float, done: Any) -> None:
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 5, "batch.size": 1_000_000}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 5, "batch.size": 1_000_000}))
     started = time.perf_counter()
     sent = 0
     while (elapsed := time.perf_counter() - started) < seconds:

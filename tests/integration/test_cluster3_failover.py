@@ -5,14 +5,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
 def read_with_epochs(bootstrap: str, topic: str, expected: int) -> list[tuple[bytes, int]]:
-    consumer = Consumer(ClientConfig(bootstrap).consumer())
+    consumer = build_consumer(ClientConfig(bootstrap).consumer())
     consumer.assign([TopicPartition(topic, 0, 0)])
     out: list[tuple[bytes, int]] = []
     deadline = time.monotonic() + 60
@@ -29,7 +30,7 @@ def read_with_epochs(bootstrap: str, topic: str, expected: int) -> list[tuple[by
 def test_kill_leader_loses_no_acknowledged_record(kafka_cluster3: KafkaCluster, new_topic3: Callable[..., str]) -> None:
     bootstrap = kafka_cluster3.bootstrap_servers
     topic = new_topic3(partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 0}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 0}))
     acked: list[bytes] = []
 
     def send(values: range) -> None:

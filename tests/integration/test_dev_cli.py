@@ -8,8 +8,8 @@ import sys
 import urllib.request
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
+from strongroom.kafka.transport import build_admin, build_producer
 from strongroom.testing.process import pid_alive
 
 pytestmark = pytest.mark.integration
@@ -27,13 +27,12 @@ def strongroom(*args: str) -> subprocess.CompletedProcess[str]:
 
 def exercise_the_stack_from_the_command_line(state: dict[str, object]) -> None:
     """The README's walk-through: encrypt and decrypt a topic with the stack's KMS config files."""
-    from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     bootstrap = str(state["bootstrap_servers"])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = build_admin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = build_producer({"bootstrap.servers": bootstrap})
     for i in range(20):
         producer.produce(
             "orders", key=f"customer-{i % 4}".encode(), value=json.dumps({"email": f"c{i}@x", "n": i}).encode()
@@ -63,7 +62,7 @@ def test_dev_up_status_down() -> None:
         with urllib.request.urlopen(f"{registry_url}/subjects", timeout=10) as resp:  # noqa: S310 - loopback
             assert resp.status == 200
         # The command has returned; the stack is still serving.
-        brokers = AdminClient({"bootstrap.servers": state["bootstrap_servers"]}).list_topics(timeout=20).brokers
+        brokers = build_admin({"bootstrap.servers": state["bootstrap_servers"]}).list_topics(timeout=20).brokers
         assert len(brokers) == 1
         again = json.loads(strongroom("--output", "json", "dev", "up").stdout)
         assert again["bootstrap_servers"] == state["bootstrap_servers"], "a second `up` reuses the running stack"

@@ -5,14 +5,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
 def produce(bootstrap: str, topic: str, n: int, **conf: object) -> list[int]:
-    producer = Producer({**ClientConfig(bootstrap).producer(), **conf})
+    producer = build_producer({**ClientConfig(bootstrap).producer(), **conf})
     offsets: list[int] = []
     for i in range(n):
         producer.produce(
@@ -24,7 +25,7 @@ def produce(bootstrap: str, topic: str, n: int, **conf: object) -> list[int]:
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 20.0) -> list[bytes]:
-    consumer = Consumer(ClientConfig(bootstrap).consumer())
+    consumer = build_consumer(ClientConfig(bootstrap).consumer())
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[bytes] = []
     try:
@@ -52,7 +53,7 @@ def test_produce_consume_and_admin_tools(
     # Kafka's own kafka-delete-records, cross-checked with the watermarks a client sees.
     out = kafka_cluster.delete_records_tool({(topic, 0): 3})
     assert "low_watermark" in out or "partition" in out.lower()
-    consumer = Consumer(ClientConfig(kafka_cluster.bootstrap_servers).consumer(new_group))
+    consumer = build_consumer(ClientConfig(kafka_cluster.bootstrap_servers).consumer(new_group))
     low, _high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     assert low == 3
     consumer.assign([TopicPartition(topic, 0, 3)])

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -18,7 +19,7 @@ def test_stream_kafka_to_kafka_with_headers(
 ) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
     source, sink = new_topic(partitions=2), new_topic(partitions=2)
-    producer = Producer(ClientConfig(bootstrap).producer())
+    producer = build_producer(ClientConfig(bootstrap).producer())
     for i in range(50):
         producer.produce(source, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("trace", f"t{i}".encode())])
     producer.flush(30)
@@ -49,7 +50,7 @@ def test_stream_kafka_to_kafka_with_headers(
     query.awaitTermination(120)
     assert query.exception() is None
 
-    consumer = Consumer(ClientConfig(bootstrap).consumer())
+    consumer = build_consumer(ClientConfig(bootstrap).consumer())
     consumer.assign([TopicPartition(sink, p, 0) for p in range(2)])
     seen: dict[bytes, tuple[bytes, dict[str, bytes]]] = {}
     for _ in range(200):
@@ -69,7 +70,7 @@ def test_batch_read_exposes_kafka_columns(
     spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str]
 ) -> None:
     topic = new_topic()
-    producer = Producer(ClientConfig(kafka_cluster.bootstrap_servers).producer())
+    producer = build_producer(ClientConfig(kafka_cluster.bootstrap_servers).producer())
     for i in range(5):
         producer.produce(topic, value=f"x{i}".encode())
     producer.flush(30)

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
-
 from strongroom.kafka.config import ClientConfig, read_properties_file
+from strongroom.kafka.transport import build_admin, build_consumer, build_producer
 
 
 def test_defaults_are_accepted_by_librdkafka() -> None:
     cfg = ClientConfig("127.0.0.1:1")
     # Constructing the clients validates every property name and value in librdkafka.
-    Producer({**cfg.producer(), "log_level": 0})
-    Consumer({**cfg.consumer(), "log_level": 0})
-    AdminClient({**cfg.admin(), "log_level": 0})
+    build_producer({**cfg.producer(), "log_level": 0})
+    build_consumer({**cfg.consumer(), "log_level": 0})
+    build_admin({**cfg.admin(), "log_level": 0})
 
 
 def test_resilient_values_and_precedence() -> None:

@@ -6,9 +6,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Producer
-
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 
 
 def produce(
@@ -25,7 +24,7 @@ def produce(
     overrides: dict[str, Any] = {"linger.ms": 5, "acks": acks}
     if acks != "all":
         overrides["enable.idempotence"] = False
-    producer = Producer(ClientConfig(bootstrap).producer(overrides))
+    producer = build_producer(ClientConfig(bootstrap).producer(overrides))
     acked: list[tuple[int, int]] = []
 
     def on_delivery(err: Any, msg: Any) -> None:

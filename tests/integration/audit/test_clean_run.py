@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from audit_helpers import CollectingSink, wait_for
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from pyspark.sql import SparkSession
 
 from strongroom.audit.alerts import Fanout
@@ -20,6 +20,7 @@ from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
 from strongroom.audit.watch import Watcher
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -52,7 +53,7 @@ def test_clean_run_with_rebalances_and_restarts_has_no_false_positives(
         return run
 
     def produce() -> None:
-        producer = Producer(client.producer({"linger.ms": 10}))
+        producer = build_producer(client.producer({"linger.ms": 10}))
 
         def on_delivery(err: Any, msg: Any) -> None:
             if err is None:
@@ -70,7 +71,7 @@ def test_clean_run_with_rebalances_and_restarts_has_no_false_positives(
         members: list[Consumer] = []
         while not done.is_set():
             if len(members) < 2:
-                c = Consumer(client.consumer(new_group, {"session.timeout.ms": 10_000}))
+                c = build_consumer(client.consumer(new_group, {"session.timeout.ms": 10_000}))
                 c.subscribe([topic])
                 members.append(c)
             else:

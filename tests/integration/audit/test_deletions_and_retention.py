@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from audit_helpers import produce, wait_until
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql import SparkSession
 
@@ -26,6 +26,7 @@ from strongroom.audit.store import LedgerPaths
 from strongroom.audit.watch import Watcher
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -54,7 +55,7 @@ def webhook() -> Iterator[HTTPServer]:
 
 
 def log_start(cluster: KafkaCluster, topic: str, partition: int) -> int:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "x"})
+    consumer = build_consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "x"})
     try:
         return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[0])
     finally:
@@ -124,7 +125,7 @@ def test_unrecorded_and_recorded_deletions_and_retention(
         fanout.close()
         metrics.close()
 
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": unique_name("g"), "auto.offset.reset": "earliest"})
+    consumer = build_consumer({"bootstrap.servers": bs, "group.id": unique_name("g"), "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(alerts_topic, 0, 0)])
     on_topic = []
     deadline = time.monotonic() + 30

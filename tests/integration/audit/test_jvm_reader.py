@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from audit_helpers import produce
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.audit.digest import DIGEST_DDL, ChunkAccumulator
@@ -28,6 +27,7 @@ from strongroom.audit.schema import KIND_RANGE, spark_schema
 from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]
@@ -51,7 +51,7 @@ HOSTILE: list[Record] = [
 
 
 def _produce_hostile(bootstrap: str, topic: str, copies: int = 1) -> None:
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 0, "message.max.bytes": 2_000_000}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 0, "message.max.bytes": 2_000_000}))
     failed: list[Any] = []
     now = int(time.time() * 1000)  # recent CreateTimes: an old one would let retention delete the records
     for _ in range(copies):
@@ -69,7 +69,7 @@ def _abort_a_transaction(bootstrap: str, topic: str) -> None:
         "transaction.timeout.ms": 120_000,
         "message.timeout.ms": 60_000,
     }
-    producer = Producer(ClientConfig(bootstrap).producer(settings))
+    producer = build_producer(ClientConfig(bootstrap).producer(settings))
     producer.init_transactions(60)
     producer.begin_transaction()
     for i in range(5):

@@ -15,6 +15,7 @@ from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -63,7 +64,7 @@ def records_count(spark: SparkSession, ledger: LedgerPaths) -> int:
 def test_delivery_reports_ledger_records_the_capture_never_saw(
     spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
 ) -> None:
-    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     from strongroom.audit.delivery import DeliveryLedger
 
@@ -73,7 +74,7 @@ def test_delivery_reports_ledger_records_the_capture_never_saw(
     capture_ledger(spark, client, [topic], ledger, once=True)  # an empty capture: it saw nothing yet
 
     deliveries = DeliveryLedger(ledger)
-    producer = Producer(client.producer())
+    producer = build_producer(client.producer())
     for i in range(120):
         producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=deliveries.on_delivery)
     assert producer.flush(30) == 0

@@ -27,7 +27,6 @@ from typing import Any
 
 import pytest
 from audit_helpers import create_topic_on, produce, wait_for
-from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from pyspark.sql import SparkSession
 
@@ -35,6 +34,7 @@ from strongroom.audit.ledger import capture_ledger
 from strongroom.audit.store import LedgerPaths
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 from strongroom.testing.kafka_cluster import TOOLS, KafkaCluster
 
 A, B, ABORTED, C, D = 2_000, 30, 10, 3_000, 300
@@ -82,7 +82,9 @@ def test_lost_records_below_the_last_re_read_piece_are_missing(
     topics = [cap, timed]
     key = lambda i: f"k{i % 97}".encode()  # noqa: E731
     # The transaction coordinator's topic is made now, while all three brokers can host it.
-    txn = Producer(client.producer({"transactional.id": f"loss-{uuid.uuid4().hex}", "transaction.timeout.ms": 300_000}))
+    txn = build_producer(
+        client.producer({"transactional.id": f"loss-{uuid.uuid4().hex}", "transaction.timeout.ms": 300_000})
+    )
     txn.init_transactions(60)
 
     old = int(time.time() * 1000) - 3 * DAY_MS

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.clients.consumer import DecryptingConsumer
 from strongroom.clients.producer import EncryptingProducer
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.manager import KeyManager
 from strongroom.keys.table import KeyTable
 from strongroom.keys.topic import create_keys_topic
@@ -73,14 +74,14 @@ class ClientEnv:
         return consumer
 
     def produce_raw(self, topic: str, records: list[tuple[bytes | None, bytes | None, list[Any]]]) -> None:
-        producer = Producer(self.client.producer())
+        producer = build_producer(self.client.producer())
         for key, value, headers in records:
             producer.produce(topic, key=key, value=value, headers=headers)
         assert producer.flush(30) == 0
 
     def read_raw(self, topic: str, expect: int, timeout: float = 30.0) -> list[Any]:
         """The topic's committed records in partition/offset order (waits for ``expect`` of them)."""
-        consumer = Consumer(self.client.consumer(self.unique_name("raw")))
+        consumer = build_consumer(self.client.consumer(self.unique_name("raw")))
         try:
             partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
             consumer.assign([TopicPartition(topic, p, 0) for p in partitions])

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 from client_kit import ClientEnv, poll_all, poll_until
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.clients.errors import DecryptFailed
 from strongroom.envelope import IntegrityError, UnsupportedFormatVersion
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.kms.errors import KekDisabled
 from strongroom.testing.forwarder import TcpForwarder
 
@@ -144,7 +145,7 @@ def test_records_ahead_of_their_keys_wait_and_arrive_in_order(client_env: Client
     assert held, "the partitions are paused at their first record"
     assert set(held.values()) == {0}
     consumer.commit()
-    probe = Consumer(env.client.consumer(consumer.config["group.id"]))
+    probe = build_consumer(env.client.consumer(consumer.config["group.id"]))
     committed = probe.committed([TopicPartition(f"{topic}.enc", p) for p in (0, 1)], timeout=10)
     probe.close()
     assert all(tp.offset < 0 for tp in committed), "nothing is committed past a waiting record"
@@ -189,10 +190,10 @@ def test_mirrored_topic_reads_with_a_topic_map(client_env: ClientEnv) -> None:
 def copy_topic(env: ClientEnv, source: str, target: str) -> None:
     """Copy every record of ``source`` into the same partition of ``target`` (except the layout record)."""
     time.sleep(1.0)
-    reader = Consumer(env.client.consumer(env.unique_name("copy"), {"enable.partition.eof": True}))
+    reader = build_consumer(env.client.consumer(env.unique_name("copy"), {"enable.partition.eof": True}))
     partitions = reader.list_topics(source, timeout=10).topics[source].partitions
     reader.assign([TopicPartition(source, p, 0) for p in partitions])
-    writer = Producer(env.client.producer())
+    writer = build_producer(env.client.producer())
     at_end: set[int] = set()
     while len(at_end) < len(partitions):
         msg = reader.poll(1.0)

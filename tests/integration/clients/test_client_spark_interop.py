@@ -11,11 +11,11 @@ import time
 
 import pytest
 from client_kit import ClientEnv, poll_all
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.clients.records import MessageStatus
 from strongroom.demo.data import PII_PATHS, customer_events
+from strongroom.kafka.transport import build_producer
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.common import PipelineSettings
 from strongroom.spark.jobs.decrypt import DecryptJob
@@ -50,7 +50,7 @@ def test_spark_encrypts_client_decrypts(spark: SparkSession, client_env: ClientE
     value_topic, fields_topic = env.new_topic(partitions=2), env.new_topic(partitions=2)
     rules = two_topic_rules(value_topic, fields_topic)
     sent: dict[str, list[tuple[bytes, bytes, int]]] = {}
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     for topic in (value_topic, fields_topic):
         sent[topic] = events_for(16)
         for key, value, ts in sent[topic]:

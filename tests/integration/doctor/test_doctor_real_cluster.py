@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer
 from strongroom.keys.topic_config import KEYS_TOPIC_CONFIG
 from strongroom.testing.kafka_cluster import TOOLS, KafkaCluster
 
@@ -143,7 +144,7 @@ def test_well_configured_cluster_has_no_findings(
     create(doctor_cluster, f"{p}-payments", 4, {"min.insync.replicas": 2}, partitions=3)
     create(doctor_cluster, f"{p}-strongroom-keys", 3, KEYS_TOPIC_CONFIG)
     # A committed offset makes the brokers create __consumer_offsets, which doctor always checks.
-    consumer = Consumer(ClientConfig(doctor_cluster.bootstrap_servers).consumer(new_group))
+    consumer = build_consumer(ClientConfig(doctor_cluster.bootstrap_servers).consumer(new_group))
     try:
         consumer.commit(offsets=[TopicPartition(f"{p}-orders", 0, 0)], asynchronous=False)
     finally:
@@ -228,7 +229,7 @@ def test_single_broker_cluster_findings(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = new_topic()
-    consumer = Consumer(ClientConfig(kafka_cluster.bootstrap_servers).consumer(new_group))
+    consumer = build_consumer(ClientConfig(kafka_cluster.bootstrap_servers).consumer(new_group))
     try:
         consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
     finally:

@@ -6,10 +6,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from strongroom.envelope import RecordContext, SubjectErased, decrypt_value, seal
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 from strongroom.keys import KeyManager, KeyTable, SubjectKey, erase, subject_partition
 from strongroom.keys.topic import KeysTopic
 from strongroom.kms.errors import KekNotFound, KmsUnavailable
@@ -19,7 +19,7 @@ from strongroom.kms.vault import VaultKms
 
 
 def produce_raw(client: ClientConfig, topic: str, items: list[tuple[int, bytes, bytes | None]]) -> None:
-    producer = Producer(client.producer())
+    producer = build_producer(client.producer())
     for partition, key, value in items:
         producer.produce(topic, key=key, value=value, partition=partition)
     assert producer.flush(30) == 0

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer
 from strongroom.keys import KeyManager, erase
 from strongroom.kms.metered import MeteredKms
 from strongroom.testing.kafka_cluster import KafkaCluster
@@ -74,7 +74,9 @@ def test_an_overdue_erasure_fails_the_status_check_and_raises_a_watch_alert(
     assert "late-subject" not in json.dumps(alert)  # the subject is named by its fingerprint only
     assert time.monotonic() - erased_at > 16
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("g"), "auto.offset.reset": "earliest"})
+    consumer = build_consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique_name("g"), "auto.offset.reset": "earliest"}
+    )
     try:
         consumer.subscribe([alerts_topic])
         kinds: list[str] = []

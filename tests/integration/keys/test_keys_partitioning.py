@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.murmur2 import murmur2, subject_partition
 from strongroom.testing.kafka_cluster import KafkaCluster
 from strongroom.testing.kafka_dist import ensure_kafka_libs, java_executable
@@ -44,7 +44,7 @@ def test_partitions_match_librdkafkas_murmur2_partitioner(
     kafka_cluster: KafkaCluster, new_topic: Callable[..., str]
 ) -> None:
     topic = new_topic(partitions=7)
-    producer = Producer(ClientConfig(kafka_cluster.bootstrap_servers).producer({"partitioner": "murmur2_random"}))
+    producer = build_producer(ClientConfig(kafka_cluster.bootstrap_servers).producer({"partitioner": "murmur2_random"}))
     delivered: dict[str, int] = {}
     for subject in sample_subjects():
         producer.produce(

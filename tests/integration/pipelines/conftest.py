@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.demo.data import customer_events
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
@@ -48,7 +49,7 @@ class PipelineEnv:
         return PipelineSettings(self.bootstrap, rules, kms, str(self.workdir / f"chk-{name}"), **options)
 
     def produce_events(self, topic: str, n: int, customers: int = 5) -> list[dict[str, Any]]:
-        producer = Producer(self.client.producer())
+        producer = build_producer(self.client.producer())
         events = []
         for key, value in customer_events(n, customers):
             producer.produce(topic, key=key, value=value, headers=[("source", b"test")])
@@ -57,7 +58,7 @@ class PipelineEnv:
         return events
 
     def produce_raw(self, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-        producer = Producer(self.client.producer())
+        producer = build_producer(self.client.producer())
         for key, value in records:
             producer.produce(topic, key=key, value=value)
         assert producer.flush(30) == 0
@@ -76,7 +77,7 @@ class PipelineEnv:
         """Every committed record of the topic (read_committed; ``uncommitted``: aborted ones too), in
         partition/offset order."""
         isolation = "read_uncommitted" if uncommitted else "read_committed"
-        consumer = Consumer(self.client.consumer(overrides={"isolation.level": isolation}))
+        consumer = build_consumer(self.client.consumer(overrides={"isolation.level": isolation}))
         if partitions is None:
             partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

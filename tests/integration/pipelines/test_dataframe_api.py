@@ -8,13 +8,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from strongroom.clients.consumer import DecryptingConsumer
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.erasure import erase
 from strongroom.keys.manager import KeyManager
@@ -137,7 +138,7 @@ def test_whole_value_erased_tampered_and_missing_keys_by_policy(
     tampered[-1] ^= 0x01
     orphan = bytearray(stored[5].value())  # an envelope whose key id no keys topic has
     orphan[4:20] = b"\xee" * 16  # magic, version, cipher, key-ref kind, then the 16-byte key id
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     for value, msg in ((bytes(tampered), stored[3]), (bytes(orphan), stored[5])):
         producer.produce(f"{topic}.enc", key=msg.key(), value=value, headers=msg.headers())
     assert producer.flush(30) == 0

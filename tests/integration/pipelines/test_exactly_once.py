@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from strongroom.demo.data import customer_events
+from strongroom.kafka.transport import build_producer
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +74,7 @@ def kill_repeatedly_then_finish(
     produced: list[str] = []
 
     def produce_slowly() -> None:
-        producer = Producer(env.client.producer())
+        producer = build_producer(env.client.producer())
         for i, (key, value) in enumerate(customer_events(total, 40)):
             producer.produce(topic, key=key, value=value)
             produced.append(json.loads(value)["event_id"])
@@ -153,7 +153,9 @@ def abort_a_transaction_of_copies(env: Any, topic: str, records: list[Any]) -> N
     """What a killed, fenced or retried attempt leaves behind: its records, in a transaction that was aborted.
     The kills may or may not have left one (it takes a kill while a transaction is open), so one is made for
     certain: copies of real encrypted records, written transactionally, then aborted."""
-    producer = Producer(env.client.producer({"transactional.id": f"zombie-{topic}", "transaction.timeout.ms": 300_000}))
+    producer = build_producer(
+        env.client.producer({"transactional.id": f"zombie-{topic}", "transaction.timeout.ms": 300_000})
+    )
     producer.init_transactions(60)
     producer.begin_transaction()
     for m in records:

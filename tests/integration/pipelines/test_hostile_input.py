@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.table import KeyTable
 from strongroom.kms.registry import kms_from_config
 from strongroom.spark.dataframes import decrypt_dataframe
@@ -89,7 +89,7 @@ def test_decrypt_refuses_downgrades_and_disguises_in_both_reader_modes(spark: Sp
     sealed = env.read(enc)[0]
     doc = json.loads(sealed.value())
     escaped = json.dumps(doc).replace('"sr1:', '"\\u0073r1:').encode()
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     for key, value, headers in (
         (b"unmarked-plaintext", b'{"name": "Mallory", "email": "m@x"}', []),
         (b"marked-plaintext", b'{"name": "Mallory", "email": "m@x"}', MARKED),
@@ -131,7 +131,7 @@ def test_decrypt_dataframe_is_encrypted_only_by_default(spark: SparkSession, pip
     env.run(EncryptJob(spark, env.settings({"rules": [{"topic": topic, **FIELDS}]}, "enc")))
     enc = f"{topic}.enc"
     doc = json.loads(env.read(enc)[0].value())
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     producer.produce(enc, key=b"plain", value=b'{"name": "Mallory", "email": "m@x"}')
     escaped = json.dumps(doc).replace('"sr1:', '"\\u0073r1:').encode()
     producer.produce(enc, key=b"escaped", value=escaped)  # unmarked too, and no raw "sr1:" anywhere

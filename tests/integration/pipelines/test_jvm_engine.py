@@ -16,10 +16,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.erasure import erase
 from strongroom.policies import Engine
 from strongroom.spark.jobs.decrypt import DecryptJob
@@ -291,7 +291,7 @@ def _hostile_encrypted(env: Any, spark: SparkSession) -> tuple[str, str]:
     tampered[-1] ^= 0x01
     unknown_key = bob.value()[:4] + b"\x42" * 16 + bob.value()[20:]
     target = env.new_topic(partitions=1)
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = [
         (alice.key(), alice.value(), [marker]),  # opens
         (b"mallory", alice.value(), [marker]),  # alice's key claimed by another subject: foreign or integrity
@@ -421,7 +421,7 @@ def test_field_mode_bad_encrypted_input_takes_the_same_outcome_on_both_engines(
     sealed_alice = json.loads(alice.value())["email"]
     marker = ("strongroom.enc", b"\x01\x02")
     target = env.new_topic(partitions=1)
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     hostile: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]] = [
         (b"alice", alice.value(), [marker]),  # opens
         (b"bob", bob.value(), [marker]),  # bob is erased below: the field becomes null

@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.results import DecryptResult, EncryptResult
@@ -75,7 +75,7 @@ def test_decrypt_failures_fail_dead_letter_or_skip(spark: SparkSession, pipeline
     good = env.read(enc)[0]
     doc = json.loads(good.value())
     doc["name"] = doc["email"]  # a ciphertext moved to another field: the AAD binds the field path
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     producer.produce(enc, key=b"alice", value=json.dumps(doc).encode(), headers=[("strongroom.enc", b"\x01\x02")])
     producer.produce(enc, key=b"alice", value=good.value(), headers=[("strongroom.enc", b"\x07\x02")])
     producer.flush(10)
@@ -124,7 +124,7 @@ def test_lost_kek_stops_clearly_and_a_restored_kek_heals_the_running_job(
 
 def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkSession, pipeline_env: Any) -> None:
     """A mirror where data arrives before keys: the decrypt pipeline buffers, then releases in order."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     from strongroom.keys.topic import create_keys_topic
 
@@ -145,9 +145,9 @@ def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkS
     assert env.read(f"{topic}.decrypted", idle=1) == []
 
     # The keys arrive (mirror the keys topic record by record, same partitions).
-    consumer = Consumer(env.client.consumer())
+    consumer = build_consumer(env.client.consumer())
     consumer.assign([TopicPartition(env.keys_topic, p, 0) for p in range(3)])
-    producer = Producer(env.client.producer())
+    producer = build_producer(env.client.producer())
     idle = time.monotonic()
     while time.monotonic() - idle < 2:
         msg = consumer.poll(0.3)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.errors import PipelineError
+from strongroom.kafka.transport import build_admin, build_consumer, build_producer
 from strongroom.spark.jobs.common import InputGapPolicy
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
@@ -40,12 +40,12 @@ def fields_rules(topic: str) -> dict[str, Any]:
 
 def forget_group(env: Any, group: str) -> None:
     """What offsets.retention.minutes does to an idle pipeline's consumer group."""
-    admin = AdminClient(env.client.admin())
+    admin = build_admin(env.client.admin())
     admin.delete_consumer_groups([group])[group].result(30)
 
 
 def committed(env: Any, group: str, topic: str, partitions: int) -> list[int]:
-    consumer = Consumer(env.client.consumer(group))
+    consumer = build_consumer(env.client.consumer(group))
     try:
         found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
         return [tp.offset for tp in found]
@@ -97,7 +97,7 @@ def test_input_that_aged_out_is_counted_reported_and_can_stop_the_job(
     settings = env.settings(fields_rules(topic), "gaps")
     assert env.run(EncryptJob(spark, settings)).input_gaps == InputGaps({})
     env.produce_events(topic, 30)
-    admin = AdminClient(env.client.admin())
+    admin = build_admin(env.client.admin())
     for future in admin.delete_records([TopicPartition(topic, 0, 45)]).values():
         future.result(30)  # retention took offsets 30..44 before the pipeline came back
     result = env.run(EncryptJob(spark, settings))
@@ -173,7 +173,7 @@ def test_a_killed_runs_open_transaction_is_aborted_by_the_next_start(spark: Spar
     env.produce_events(topic, 20)
     assert env.run(EncryptJob(spark, settings)).written == 20
     # What the killed task of partition 1 left behind: records in an open transaction under its transactional id.
-    zombie = Producer(
+    zombie = build_producer(
         env.client.producer({"transactional.id": f"strongroom-killed-run-{topic}-1", "transaction.timeout.ms": 300_000})
     )
     zombie.init_transactions(30)
@@ -191,7 +191,7 @@ def stable_lag(env: Any, topic: str) -> int:
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    admin = AdminClient(env.client.admin())
+    admin = build_admin(env.client.admin())
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
     ends = {}
     for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):

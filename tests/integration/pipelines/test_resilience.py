@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from strongroom.demo.data import customer_events
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.admin.vault import VaultKekAdmin
@@ -102,7 +102,7 @@ def test_broker_faults_during_the_stream_lose_and_duplicate_nothing(
     produced: list[str] = []
 
     def produce() -> None:
-        producer = Producer(client.producer())
+        producer = build_producer(client.producer())
         for i, (key, value) in enumerate(customer_events(total, 50)):
             producer.produce(topic, key=key, value=value)
             produced.append(json.loads(value)["event_id"])
@@ -143,9 +143,9 @@ def test_broker_faults_during_the_stream_lose_and_duplicate_nothing(
         job.close()
     assert job.error is None
     assert len(produced) == total
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(client.consumer())
+    consumer = build_consumer(client.consumer())
     consumer.assign([TopicPartition(f"{topic}.enc", p, 0) for p in range(3)])
     ids: list[str] = []
     idle = time.monotonic()

@@ -8,12 +8,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strongroom.cli.main import main
 from strongroom.crypto.limits import DekUsagePolicy
 from strongroom.envelope import RecordContext, ValueMode, marker_header
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.kms.admin.vault import VaultKekAdmin
 from strongroom.kms.api import Kms
 from strongroom.kms.envelope_keys import RotatingDekSource
@@ -43,7 +44,7 @@ def sealed(kms: Kms, kek: str, n: int, *, topic: str, per_dek: int = 50, first: 
 
 
 def produce(bootstrap: str, topic: str, partition: int, records: Iterable[Record]) -> int:
-    producer = Producer(ClientConfig(bootstrap).producer({"linger.ms": 20}))
+    producer = build_producer(ClientConfig(bootstrap).producer({"linger.ms": 20}))
     count = 0
     for i, (headers, value) in enumerate(records):
         producer.produce(topic, value=value, key=f"k{i}".encode(), headers=headers, partition=partition)
@@ -57,7 +58,7 @@ def produce(bootstrap: str, topic: str, partition: int, records: Iterable[Record
 def produce_aborted(bootstrap: str, topic: str, partition: int, n: int) -> None:
     """``n`` records in a transaction that is aborted: offsets that read_committed readers never see."""
     overrides = {"transactional.id": "tx-" + uuid.uuid4().hex, "transaction.timeout.ms": 300_000}
-    producer = Producer(ClientConfig(bootstrap).producer(overrides))
+    producer = build_producer(ClientConfig(bootstrap).producer(overrides))
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(n):
@@ -67,7 +68,7 @@ def produce_aborted(bootstrap: str, topic: str, partition: int, n: int) -> None:
 
 
 def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer(ClientConfig(bootstrap).consumer(group))
+    consumer = build_consumer(ClientConfig(bootstrap).consumer(group))
     consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     consumer.close()
 

@@ -13,11 +13,12 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from recovery_stack import new_kek, produce, sealed, vault
 
 from strongroom.envelope import RecordContext, decrypt_value
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer
 from strongroom.kms.caching import CachingKms
 from strongroom.kms.envelope_keys import kms_key_lookup
 from strongroom.kms.errors import KekDisabled, KekNotFound
@@ -45,7 +46,7 @@ def test_reader_heals_after_soft_delete_is_restored(kafka_cluster: Any, openbao:
     stop = threading.Event()
 
     def reader() -> None:
-        consumer = Consumer(ClientConfig(bootstrap).consumer("healing-reader"))
+        consumer = build_consumer(ClientConfig(bootstrap).consumer("healing-reader"))
         consumer.assign([TopicPartition(topic, 0, 0)])
         try:
             while not stop.is_set() and len(decrypted) < 20:

@@ -15,22 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from kroxylicious_proxy import KroxyliciousProxy, java21
 from recovery_stack import run_cli
+
+from strongroom.kafka.transport import build_consumer, build_producer
 
 pytestmark = pytest.mark.integration
 
 
 def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = build_producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(first, first + count):
         producer.produce(topic, key=b"k%d" % i, value=b"order %d" % i, partition=0)
     assert producer.flush(60) == 0
 
 
 def _read_through(bootstrap: str, topic: str, start: int, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "krox-reader", "enable.auto.commit": False})
+    consumer = build_consumer({"bootstrap.servers": bootstrap, "group.id": "krox-reader", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, start)])
     values: list[bytes] = []
     deadline = time.monotonic() + 30

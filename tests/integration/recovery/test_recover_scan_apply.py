@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 from recovery_stack import (
     commit_offsets,
     new_kek,
@@ -22,6 +21,7 @@ from recovery_stack import (
 
 from strongroom.audit.oplog import OperationsLog
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer
 from strongroom.recovery.kafka_io import ClusterView
 from strongroom.recovery.search import probe_budget
 
@@ -170,7 +170,7 @@ def test_refusals_edited_plan_other_cluster_active_group(
 
     # An active group (a member is polling) is refused, naming the member.
     group = unique_name("active")
-    consumer = Consumer(ClientConfig(bootstrap).consumer(group, {"client.id": "orders-reader-7"}))
+    consumer = build_consumer(ClientConfig(bootstrap).consumer(group, {"client.id": "orders-reader-7"}))
     consumer.subscribe([topic])
     deadline = time.monotonic() + 30
     while not consumer.assignment() and time.monotonic() < deadline:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.spark.kafka_sink import TransactionalSinkConfig, write_exactly_once
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer(ClientConfig(bootstrap).consumer())
+    consumer = build_consumer(ClientConfig(bootstrap).consumer())
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[tuple[bytes, bytes]] = []
     idle = 0
@@ -51,7 +52,7 @@ def test_replayed_batches_are_written_once(
 ) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
     src, dst = new_topic(partitions=2), new_topic(partitions=3)
-    producer = Producer(ClientConfig(bootstrap).producer())
+    producer = build_producer(ClientConfig(bootstrap).producer())
     for i in range(1000):
         producer.produce(src, key=f"k{i % 37}".encode(), value=f"v{i}".encode(), headers=[("h", b"1")])
     producer.flush(30)
@@ -88,7 +89,7 @@ def test_fatal_row_stops_the_write_without_retry(
 
     bootstrap = kafka_cluster.bootstrap_servers
     src, dst = new_topic(), new_topic()
-    producer = Producer(ClientConfig(bootstrap).producer())
+    producer = build_producer(ClientConfig(bootstrap).producer())
     for i in range(20):
         producer.produce(src, value=f"v{i}".encode())
     producer.flush(30)
