@@ -45,8 +45,9 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.keys.errors import KeyCreationFailed, KeysConfigError, WrappingKeyUnavailable
 from strongroom.keys.murmur2 import partition_for
 from strongroom.keys.records import (
+    MAX_LEASE_ENTRIES,
     LayoutRecord,
-    SealLease,
+    SealLeases,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     check_subject,
@@ -226,32 +227,41 @@ class KeyManager:
             )
 
     def _lease(self, keys: Mapping[str, SubjectKey], seals: Mapping[str, int]) -> list[str]:
-        """Ask the keys topic for a seal lease for each key (one produce, one flush, the read-back) and
-        charge the granted ones; returns the subjects whose lease was denied (their key is exhausted)."""
+        """Ask the keys topic for a seal lease for each key — one seal-leases record per partition, one
+        flush, the read-back — and charge the granted ones; returns the subjects whose lease was denied
+        (their key is exhausted)."""
         if not keys:
             return []
         now = now_ms()
-        bound = self.limits.max_seals
-        asked = {
-            subject: SealLease(key.key_id, new_lease_id(), self.ledger.lease_size(seals[subject]), bound, now)
-            for subject, key in keys.items()
-        }
-        batch = [(keys[subject].partition or 0, lease) for subject, lease in asked.items()]
-        offsets = self._writer.write(batch, error=KeyCreationFailed, timeout=self.timeout)
+        by_partition: dict[int, list[str]] = {}
+        for subject, key in keys.items():
+            by_partition.setdefault(key.partition or 0, []).append(subject)
+        asked: list[tuple[int, SealLeases, list[str]]] = []
+        for partition, subjects in by_partition.items():
+            for start in range(0, len(subjects), MAX_LEASE_ENTRIES):
+                part = subjects[start : start + MAX_LEASE_ENTRIES]
+                entries = tuple((keys[s].key_id, self.ledger.lease_size(seals[s])) for s in part)
+                asked.append((partition, SealLeases(new_lease_id(), entries, self.limits.max_seals, now), part))
+        offsets = self._writer.write(
+            [(partition, record) for partition, record, _ in asked], error=KeyCreationFailed, timeout=self.timeout
+        )
         targets: dict[int, int] = {}
-        for (partition, _), offset in zip(batch, offsets, strict=True):
+        for (partition, _, _), offset in zip(asked, offsets, strict=True):
             targets[partition] = max(targets.get(partition, 0), offset + 1)
         self.table.wait_for_offsets(targets, self.timeout)
-        outcomes = self.table.lease_outcomes(lease.lease_id for lease in asked.values())
+        outcomes = self.table.lease_outcomes(record.lease_id for _, record, _ in asked)
         denied: list[str] = []
-        for subject, lease in asked.items():
-            if outcomes.get(lease.lease_id):
-                self.ledger.granted(lease.key_id, lease.seals)
-                verdict = self.ledger.charge(lease.key_id, None, seals[subject])
-                assert verdict is Charge.SEAL, "a granted lease covers the seals it was asked for"
-            else:
-                self.ledger.denied(lease.key_id)
-                denied.append(subject)
+        for _, record, part in asked:
+            grants = outcomes.get(record.lease_id, b"")  # forgotten before it was read: denied (safe side)
+            for index, subject in enumerate(part):
+                key_id, size = record.entries[index]
+                if index < len(grants) and grants[index]:
+                    self.ledger.granted(key_id, size)
+                    verdict = self.ledger.charge(key_id, None, seals[subject])
+                    assert verdict is Charge.SEAL, "a granted lease covers the seals it was asked for"
+                else:
+                    self.ledger.denied(key_id)
+                    denied.append(subject)
         return denied
 
     def _resolve(self, ordered: list[str]) -> dict[str, KeyOrDecision]:
@@ -261,11 +271,15 @@ class KeyManager:
         result: dict[str, KeyOrDecision] = {}
         need: list[str] = []
         applied_before = self.table.applied_offsets()  # the states below reflect at least this much
-        states = self.table.subject_states(ordered)
-        current = {subject: self._current(state) for subject, state in states.items()}
-        self.table.warm(info.key_id for info in current.values() if info is not None)
+        current: dict[str, KeyInfo | None] = {}
+
+        def current_of(state: SubjectState) -> KeyInfo | None:  # the key to warm: the one _known uses
+            current[state.subject] = info = self._current(state)
+            return info
+
+        states = self.table.subject_states(ordered, warm=current_of)
         for subject in ordered:
-            known = self._known(states[subject])
+            known = self._known(states[subject], current[subject])
             if known is None:
                 need.append(subject)
             else:
@@ -364,19 +378,20 @@ class KeyManager:
             int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), other_keks=self._other_kek_wks
         )
 
-    def _known(self, state: SubjectState) -> KeyOrDecision | None:
+    def _known(self, state: SubjectState, current: KeyInfo | None) -> KeyOrDecision | None:
+        """What the subject's state gives (``current``: its :meth:`_current`), None: a key must be made."""
         if state.erasure is not None and self.policy is not PostErasurePolicy.NEW_KEY:
             return self._decision(state.subject, state.erasure)
-        if self._current(state) is None:  # no key, or only keys declared lost, exhausted or too old: make one
+        if current is None:  # no key, or only keys declared lost, exhausted or too old: make one
             return None
-        key = self._unwrapped_current(state)
+        key = self._unwrapped_current(state, current)
         if key is not None:
             self.counters["reused"] += 1
         return key
 
-    def _unwrapped_current(self, state: SubjectState) -> SubjectKey | None:
-        """The state's current key, unwrapped; None if an erasure (or a lost marker) removed it meanwhile."""
-        info = self._current(state)
+    def _unwrapped_current(self, state: SubjectState, info: KeyInfo | None) -> SubjectKey | None:
+        """The state's current key ``info`` (its :meth:`_current`), unwrapped; None if an erasure (or a lost
+        marker) removed it meanwhile."""
         if info is None:
             return None
         try:
@@ -465,7 +480,7 @@ class KeyManager:
         if current.key_id == own.key_id:
             return own
         self.counters["adopted"] += 1
-        return self._unwrapped_current(state)
+        return self._unwrapped_current(state, current)
 
     def _discard(self, unused: list[SubjectKey]) -> None:
         """Tombstone keys we wrote but never used (lost the race, or met an erasure): one batch, best effort."""

@@ -9,6 +9,7 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     nudge           b"n\\0" + partition(u32be)                         rolls the active segment so compaction can run
     layout          b"m\\0layout"                                      partition count the topic was created with
     seal lease      b"u\\0" + key_id(16) + lease_id(8)                 "may I seal N more records with this key?"
+    seal leases     b"l\\0" + lease_id(8)                              the same for many keys of one partition
 
 Subject-key values — the bulk of the topic, one per data subject, read by every cold key table — are
 compact binary (big-endian, decoded with one ``struct`` call)::
@@ -19,6 +20,13 @@ compact binary (big-endian, decoded with one ``struct`` call)::
 Seal-lease values (:mod:`strongroom.keys.usage`; several per busy key, none for most) are binary too::
 
     version 0x01 | seals u64 | max_seals u64 | requested_at u64 ms
+
+A writer asks for the leases of a whole batch at once, one *seal-leases* record per partition (single
+leases, which earlier versions wrote, are still read and applied)::
+
+    version 0x01 | max_seals u64 | requested_at u64 ms | count u32 | count × (key_id(16) | seals u64)
+
+Its entries are applied in order at the record's offset, each exactly as a single lease of its own.
 
 A lease lives in its key's subject partition and names no subject: erasure removes the key, and a
 lease of an unknown key is ignored.
@@ -63,6 +71,11 @@ LEASE_PREFIX: Final = b"u\x00"
 LEASE_ID_SIZE: Final = 8
 LEASE_VALUE_V1: Final = 0x01
 _LEASE: Final = struct.Struct(">BQQQ")
+LEASES_PREFIX: Final = b"l\x00"
+#: Most entries in one seal-leases record (24 bytes each: a value stays well under 1 MB).
+MAX_LEASE_ENTRIES: Final = 16_384
+_LEASES_HEAD: Final = struct.Struct(">BQQI")
+_LEASE_ENTRY: Final = struct.Struct(">16sQ")
 
 #: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
 SK_ALG: Final = "A256GCM-WK1"
@@ -225,6 +238,18 @@ class SealLease:
 
 
 @dataclass(frozen=True, slots=True)
+class SealLeases:
+    """A writer's seal leases for many keys of one partition in one record: entry *i* asks to seal
+    ``entries[i][1]`` more records with key ``entries[i][0]``, granted or denied exactly as a
+    :class:`SealLease` at the record's offset would be, in entry order."""
+
+    lease_id: bytes
+    entries: tuple[tuple[bytes, int], ...]
+    max_seals: int
+    requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayoutRecord:
     """The partition count the keys topic was created with."""
 
@@ -250,6 +275,7 @@ KeysRecord = (
     | NudgeRecord
     | LayoutRecord
     | SealLease
+    | SealLeases
     | IgnoredRecord
 )
 
@@ -300,6 +326,8 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
             raise ValueError(f"a seal lease names a {KEY_ID_SIZE}-byte key id and an {LEASE_ID_SIZE}-byte lease id")
         packed = _LEASE.pack(LEASE_VALUE_V1, record.seals, record.max_seals, record.requested_at_ms)
         return LEASE_PREFIX + record.key_id + record.lease_id, packed
+    if isinstance(record, SealLeases):
+        return _encode_leases(record)
     if isinstance(record, LayoutRecord):
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
@@ -415,6 +443,8 @@ def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
         return _decode_lost(key, value)
     if prefix == LEASE_PREFIX:
         return _decode_lease(key, value)
+    if prefix == LEASES_PREFIX:
+        return _decode_leases(key, value)
     if prefix == NUDGE_PREFIX:
         if value is None:
             return IgnoredRecord("nudge")
@@ -524,6 +554,35 @@ def _decode_lease(key: bytes, value: bytes | None) -> SealLease | IgnoredRecord:
     if not 1 <= seals <= max_seals:
         raise CorruptKeyRecord(f"seal lease asks for {seals} seals under a bound of {max_seals}")
     return SealLease(key[2 : 2 + KEY_ID_SIZE], key[2 + KEY_ID_SIZE :], seals, max_seals, requested_at)
+
+
+def _encode_leases(record: SealLeases) -> tuple[bytes, bytes]:
+    if len(record.lease_id) != LEASE_ID_SIZE or not 1 <= len(record.entries) <= MAX_LEASE_ENTRIES:
+        raise ValueError(f"seal leases name an {LEASE_ID_SIZE}-byte lease id and 1 to {MAX_LEASE_ENTRIES} entries")
+    if any(len(key_id) != KEY_ID_SIZE for key_id, _ in record.entries):
+        raise ValueError(f"a seal-leases entry names a {KEY_ID_SIZE}-byte key id")
+    head = _LEASES_HEAD.pack(LEASE_VALUE_V1, record.max_seals, record.requested_at_ms, len(record.entries))
+    return LEASES_PREFIX + record.lease_id, head + b"".join(_LEASE_ENTRY.pack(k, n) for k, n in record.entries)
+
+
+def _decode_leases(key: bytes, value: bytes | None) -> SealLeases | IgnoredRecord:
+    if len(key) != 2 + LEASE_ID_SIZE:
+        raise CorruptKeyRecord(f"seal-leases message key of {len(key)} bytes is malformed")
+    if value is None:
+        return IgnoredRecord("leases")
+    if len(value) < _LEASES_HEAD.size or value[0] != LEASE_VALUE_V1:
+        raise CorruptKeyRecord(
+            f"seal-leases value of {len(value)} bytes is not version 0x01",
+            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
+        )
+    _, max_seals, requested_at, count = _LEASES_HEAD.unpack_from(value)
+    if not 1 <= count <= MAX_LEASE_ENTRIES or len(value) != _LEASES_HEAD.size + count * _LEASE_ENTRY.size:
+        raise CorruptKeyRecord(f"seal-leases value of {len(value)} bytes does not hold its {count} entries")
+    entries = tuple(_LEASE_ENTRY.iter_unpack(memoryview(value)[_LEASES_HEAD.size :]))
+    for _, seals in entries:
+        if not 1 <= seals <= max_seals:
+            raise CorruptKeyRecord(f"a seal lease asks for {seals} seals under a bound of {max_seals}")
+    return SealLeases(key[2:], entries, max_seals, requested_at)
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

@@ -68,7 +68,8 @@ from strongroom.metrics import KeyTableSample
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_SIZE: Final = 100_000
-_LEASE_OUTCOMES: Final = 100_000
+#: Seal-lease entries whose outcomes the table keeps for the writers waiting on them (one byte each).
+_LEASE_OUTCOMES: Final = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,9 @@ class KeyTable:
         self.absent_wait = absent_wait
         self.poll_timeout = poll_timeout
         self._lru = _Lru(cache_size)
+        #: How many times the applier evicted erased keys (or everything): :meth:`_warm_stored` re-checks
+        #: the keys it read when this moved meanwhile.
+        self._evictions = 0
         self._wks = WrappingKeyCache()
         self._lock = threading.Lock()
         #: Wrapping keys declared lost (few: one per WK, not per subject), checked before any unwrap.
@@ -296,8 +300,10 @@ class KeyTable:
         self._closed = False
         self.stats_counters = {"markers": 0, "lost_markers": 0, "lost_lookups": 0, "lost_markers_not_applied": 0}
         self._erasure_listeners: list[Callable[[ErasureNotice], None]] = []
-        #: Outcomes of recently applied seal leases (lease id → granted), for the writers waiting on them.
-        self._lease_outcomes: OrderedDict[bytes, bool] = OrderedDict()
+        #: Outcomes of recently applied seal-leases records (lease id → one byte per entry, 1 granted), for
+        #: the writers waiting on them; at most _LEASE_OUTCOMES entries in all.
+        self._lease_outcomes: OrderedDict[bytes, bytes] = OrderedDict()
+        self._lease_outcome_entries = 0
 
     # ------------------------------------------------------------------ life cycle
     def open(self) -> KeyTable:
@@ -481,11 +487,18 @@ class KeyTable:
         self._check_alive()
         with self._lock:
             missing = [k for k in dict.fromkeys(key_ids) if k not in self._lru.entries]
+            seen = self._evictions
         if not missing:
             return 0
+        return self._warm_stored(self.store.keys_many(missing).values(), seen)
+
+    def _warm_stored(self, rows: Iterable[StoredKey], seen: int) -> int:
+        """Unwrap and cache stored keys read after the eviction count was ``seen``. A key erased since
+        then must not come back: if any eviction happened meanwhile, the keys still stored are read
+        again first (the applier commits an erasure before it evicts, under this lock)."""
         unwrapped: list[tuple[StoredKey, bytes]] = []
-        for stored in self.store.keys_many(missing).values():
-            if stored.wk_id in self._lost:
+        for stored in rows:
+            if stored.wk_id in self._lost or stored.key_id in self._lru.entries:
                 continue
             try:
                 key = self._unwrap(stored)
@@ -493,17 +506,17 @@ class KeyTable:
                 continue
             if key is not None:
                 unwrapped.append((stored, key))
-        if not unwrapped:
-            return 0
-        still = self.store.keys_many([stored.key_id for stored, _ in unwrapped])
-        loaded = 0
-        with self._lock:
-            # Only cache what no erasure or lost marker removed meanwhile (the applier evicts under this lock).
-            for stored, key in unwrapped:
-                if stored.key_id in still and stored.wk_id not in self._lost:
-                    self._lru.put(stored.key_id, stored.subject, key)
-                    loaded += 1
-        return loaded
+        while unwrapped:
+            with self._lock:
+                if self._evictions == seen:
+                    loaded = [(stored, key) for stored, key in unwrapped if stored.wk_id not in self._lost]
+                    for stored, key in loaded:
+                        self._lru.put(stored.key_id, stored.subject, key)
+                    return len(loaded)
+                seen = self._evictions
+            still = self.store.keys_many([stored.key_id for stored, _ in unwrapped])
+            unwrapped = [(stored, key) for stored, key in unwrapped if stored.key_id in still]
+        return 0
 
     def _reached_current_end(self, partition: int) -> bool:
         ((_, high),) = self.follower.watermarks([partition]).values()
@@ -606,10 +619,16 @@ class KeyTable:
     def subject_state(self, subject: str) -> SubjectState:
         return self.subject_states([subject])[subject]
 
-    def subject_states(self, subjects: Iterable[str]) -> dict[str, SubjectState]:
-        """:meth:`subject_state` for many subjects at once (a few store queries per 500 subjects)."""
+    def subject_states(
+        self, subjects: Iterable[str], *, warm: Callable[[SubjectState], KeyInfo | None] | None = None
+    ) -> dict[str, SubjectState]:
+        """:meth:`subject_state` for many subjects at once (a few store queries per 500 subjects); ``warm``
+        picks a key of each state to unwrap into the cache from the rows just read (:meth:`warm` without
+        reading them again)."""
         self._check_alive()
         wanted = list(dict.fromkeys(subjects))
+        with self._lock:
+            seen = self._evictions
         keys = self.store.live_keys_many(wanted)
         markers = self.store.markers_many(wanted)
         states: dict[str, SubjectState] = {}
@@ -631,6 +650,9 @@ class KeyTable:
             )
             partition = keys[subject][0].partition if infos else placed[subject]
             states[subject] = SubjectState(subject, partition, infos, erasure)
+        if warm is not None:
+            chosen = {info.key_id for state in states.values() if (info := warm(state)) is not None}
+            self._warm_stored((stored for found in keys.values() for stored in found if stored.key_id in chosen), seen)
         return states
 
     def current_key(self, subject: str) -> SubjectKey | None:
@@ -750,21 +772,25 @@ class KeyTable:
             listener(notice)
 
     # ------------------------------------------------------------------ what the follower tells
-    def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bool]:
-        """Whether each seal lease was granted, for leases applied recently (absent: not applied yet)."""
+    def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bytes]:
+        """Which entries of each seal-leases record were granted (one byte per entry, 1 granted), for
+        records applied recently (absent: not applied yet, or long forgotten)."""
         with self._lock:
             return {lease: self._lease_outcomes[lease] for lease in lease_ids if lease in self._lease_outcomes}
 
     def _on_effects(self, effects: ApplyEffects) -> None:
         """A batch was applied to the store: evict what it erased from memory, follow lost markers,
         keep the seal-lease outcomes, tell the erasure listeners."""
-        if effects.leases:
+        if effects.lease_sets:
             with self._lock:
-                self._lease_outcomes.update(effects.leases)
-                while len(self._lease_outcomes) > _LEASE_OUTCOMES:
-                    self._lease_outcomes.popitem(last=False)
+                for lease_id, grants in effects.lease_sets.items():
+                    self._lease_outcomes[lease_id] = grants
+                    self._lease_outcome_entries += len(grants)
+                while self._lease_outcome_entries > _LEASE_OUTCOMES:
+                    self._lease_outcome_entries -= len(self._lease_outcomes.popitem(last=False)[1])
         if effects.erased_key_ids or effects.wrapping_keys_removed:
             with self._lock:
+                self._evictions += 1
                 for key_id in effects.erased_key_ids:
                     self._lru.drop(key_id)
             for wk_id in effects.wrapping_keys_removed:
@@ -785,6 +811,7 @@ class KeyTable:
         with self._lock:
             self._lost = {}
             self._refused_lost = {}
+            self._evictions += 1
             self._lru.clear()
         self._tell_listeners(ErasureNotice(everything=True))
 

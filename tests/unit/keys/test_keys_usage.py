@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
 
 from strongroom.keys import records
 from strongroom.keys.errors import CorruptKeyRecord, KeysConfigError
-from strongroom.keys.records import KeysRecord, SealLease, SubjectKeyRecord
+from strongroom.keys.records import MAX_LEASE_ENTRIES, KeysRecord, SealLease, SealLeases, SubjectKeyRecord
 from strongroom.keys.store import KeyStore
 from strongroom.keys.usage import HARD_MAX_SEALS, Charge, SealLedger, SubjectKeyLimits, new_lease_id
 
@@ -25,16 +26,21 @@ def lease(key_id: bytes, seals: int, bound: int) -> SealLease:
     return SealLease(key_id, new_lease_id(), seals, bound, 5)
 
 
+def leases(*entries: tuple[bytes, int], bound: int = 100) -> SealLeases:
+    return SealLeases(new_lease_id(), tuple(entries), bound, 5)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> KeyStore:
     return KeyStore(None, topic="keys", temp_base=tmp_path)
 
 
-def apply(store: KeyStore, start: int, *items: KeysRecord, partition: int = 0) -> dict[bytes, bool]:
+def apply(store: KeyStore, start: int, *items: KeysRecord, partition: int = 0) -> dict[bytes, bool | bytes]:
+    """The outcomes of the leases among ``items``: granted (single leases), or a byte per entry (seal-leases)."""
     effects = store.apply(
         [(partition, start + i, item) for i, item in enumerate(items)], {partition: start + len(items)}
     )
-    return effects.leases
+    return {**effects.leases, **effects.lease_sets}
 
 
 # ---------------------------------------------------------------------------- limits
@@ -139,3 +145,86 @@ def test_subject_key_rows_and_records_are_stored_alike(store: KeyStore) -> None:
     assert row == (K1, "s", WK, record.wrapped_sk, 0, 7, 1, "local:kek")
     store.apply([row], {0: 8})
     assert store.key(K1) is not None
+
+
+# ---------------------------------------------------------------------------- seal-leases records (a batch's leases)
+def test_seal_leases_round_trip_and_name_no_subject() -> None:
+    record = leases((K1, 10), (K2, 20), (K1, 5))
+    key_bytes, value = records.encode(record)
+    assert key_bytes == records.LEASES_PREFIX + record.lease_id
+    assert value is not None
+    assert len(value) == 21 + 3 * 24
+    assert records.decode(key_bytes, value) == record
+    assert records.decode(key_bytes, None) == records.IgnoredRecord("leases")
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda k, v: (k[:-1], v),
+        lambda k, v: (k, v[:-1]),
+        lambda k, v: (k, v + b"\x00"),
+        lambda k, v: (k, b"\x02" + v[1:]),
+        lambda k, v: (k, v[:17] + (0).to_bytes(4, "big")),
+        lambda k, v: (k, v[:17] + (MAX_LEASE_ENTRIES + 1).to_bytes(4, "big") + v[21:]),
+        lambda k, v: (k, v[:9]),
+    ],
+    ids=["short key", "short value", "trailing byte", "unknown version", "no entries", "too many entries", "no head"],
+)
+def test_a_malformed_seal_leases_record_is_corrupt(mangle: object) -> None:
+    key_bytes, value = records.encode(leases((K1, 10), (K2, 20)))
+    bad_key, bad_value = mangle(key_bytes, value)  # type: ignore[operator]
+    with pytest.raises(CorruptKeyRecord):
+        records.decode(bad_key, bad_value)
+
+
+def test_a_seal_leases_entry_asking_for_more_than_its_bound_or_nothing_is_corrupt() -> None:
+    for seals in (101, 0):
+        key_bytes, value = records.encode(leases((K1, 10), (K2, seals)))
+        with pytest.raises(CorruptKeyRecord, match=f"{seals} seals"):
+            records.decode(key_bytes, value)
+
+
+def test_a_writer_cannot_encode_an_oversized_or_empty_seal_leases_record() -> None:
+    with pytest.raises(ValueError, match="entries"):
+        records.encode(leases(*[(K1, 1)] * (MAX_LEASE_ENTRIES + 1)))
+    with pytest.raises(ValueError, match="entries"):
+        records.encode(leases())
+
+
+def test_seal_leases_grant_each_entry_exactly_as_single_leases_would(tmp_path: Path) -> None:
+    """Random batches over a few keys, with bounds reached and passed: one seal-leases record per batch
+    and the same entries as single leases give the same grants (each depending on the sums before it) and
+    leave the same keys exhausted."""
+    rng = random.Random(13)
+    key_ids = [bytes([i]) * 16 for i in range(1, 7)]
+    for _ in range(20):
+        bulk = KeyStore(None, topic="keys", temp_base=tmp_path)
+        single = KeyStore(None, topic="keys", temp_base=tmp_path)
+        subject_keys = [key(f"s{i}", k) for i, k in enumerate(key_ids[:5])]  # the sixth key is unknown
+        apply(bulk, 0, *subject_keys)
+        apply(single, 0, *subject_keys)
+        offset = len(subject_keys)
+        for _ in range(6):
+            entries = [(rng.choice(key_ids), rng.randint(1, 40)) for _ in range(rng.randint(1, 8))]
+            record = leases(*entries)
+            grants = apply(bulk, offset, record)
+            singles = [lease(k, n, 100) for k, n in entries]
+            outcomes = apply(single, offset, *singles)
+            offset += len(singles)
+            assert bytes(grants[record.lease_id]) == bytes(int(outcomes[one.lease_id]) for one in singles)
+        for i in range(5):
+            (a,), (b,) = bulk.live_keys(f"s{i}"), single.live_keys(f"s{i}")
+            assert a.exhausted == b.exhausted
+
+
+def test_seal_leases_of_misplaced_or_later_keys_are_denied_and_add_to_single_leases(store: KeyStore) -> None:
+    early = leases((K1, 1))
+    assert apply(store, 0, early, key("s", K1)) == {early.lease_id: b"\x00"}  # before its key
+    elsewhere = leases((K1, 1))
+    assert apply(store, 0, elsewhere, partition=1) == {elsewhere.lease_id: b"\x00"}  # not the key's partition
+    one, batch = lease(K1, 60, 100), leases((K1, 30), (K1, 20))
+    store.apply([(0, 2, one)], {0: 3})
+    assert apply(store, 3, batch) == {batch.lease_id: b"\x01\x00"}  # 60 + 30 fit, 20 more do not
+    (stored,) = store.live_keys("s")
+    assert stored.exhausted
