@@ -26,7 +26,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeMap;
 
 /**
  * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
@@ -51,7 +50,6 @@ final class EncryptRecords implements RecordTransform {
     private final SchemaFieldCodec schemaCodec;
     /** The compiled field paths per source topic (field-mode rules only). */
     private final Map<String, FieldRules> fieldRules = new HashMap<>();
-    private final Map<String, SubjectKeyRef> refs = new HashMap<>();
 
     EncryptRecords(SinkSettings settings, KeyServiceClient service) {
         this.settings = settings;
@@ -60,14 +58,14 @@ final class EncryptRecords implements RecordTransform {
     }
 
     /** A subject key as the service handed it out for one chunk (null: the post-erasure policy drops it). */
-    private record SubjectKey(byte[] keyId, byte[] dek) {
+    private record SubjectKey(SubjectKeyRef ref, byte[] dek) {
     }
 
     @Override
     public List<Verdict> apply(List<SourceRecord> records) {
         Object[] subjects = new Object[records.size()];
         // per source topic: its rule's KEK wraps the keys (a KEK per topic, strongroom/keys/router.py)
-        Map<String, TreeMap<String, Integer>> wanted = new HashMap<>();
+        Map<String, Map<String, Integer>> wanted = new HashMap<>();
         for (int i = 0; i < subjects.length; i++) {
             SourceRecord record = records.get(i);
             if (record.value() == null) {
@@ -76,7 +74,8 @@ final class EncryptRecords implements RecordTransform {
             Object subject = subjectOf(plan(record), record, schemaCodec);
             subjects[i] = subject;
             if (subject instanceof Subject s) {
-                wanted.computeIfAbsent(record.topic(), t -> new TreeMap<>()).merge(s.text(), 1, Integer::sum);
+                wanted.computeIfAbsent(record.topic(), t -> new HashMap<>(2 * subjects.length))
+                        .merge(s.text(), 1, Integer::sum);
             }
         }
         Map<String, Map<String, SubjectKey>> keys = new HashMap<>();
@@ -211,7 +210,7 @@ final class EncryptRecords implements RecordTransform {
      * Keys for the chunk's subjects of one source topic; {@code seals} (records per subject) is charged to the keys'
      * usage limits.
      */
-    private Map<String, SubjectKey> keysFor(String topic, TreeMap<String, Integer> seals) {
+    private Map<String, SubjectKey> keysFor(String topic, Map<String, Integer> seals) {
         ObjectNode args = JSON.createObjectNode();
         args.put("topic", topic);
         ArrayNode list = args.putArray("subjects");
@@ -223,14 +222,15 @@ final class EncryptRecords implements RecordTransform {
         Set<String> subjects = seals.keySet();
         JsonNode answer = service.call("encrypt_keys", args);
         Base64.Decoder b64 = Base64.getDecoder();
-        Map<String, SubjectKey> keys = new HashMap<>();
+        Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
         for (String subject : subjects) {
             JsonNode entry = answer.get(subject);
             if (entry == null || !entry.isArray() || entry.size() != 3) {
                 throw new IllegalStateException("the key service sent no key for a subject it was asked for");
             }
             keys.put(subject, entry.get(2).asBoolean()
-                    ? new SubjectKey(b64.decode(entry.get(0).asText()), b64.decode(entry.get(1).asText())) : null);
+                    ? new SubjectKey(new SubjectKeyRef(b64.decode(entry.get(0).asText())),
+                            b64.decode(entry.get(1).asText())) : null);
         }
         return keys;
     }
@@ -258,12 +258,12 @@ final class EncryptRecords implements RecordTransform {
         try {
             RecordContext ctx = new RecordContext(out, s.bytes(), plan.profile());
             if (plan.schemaMode()) {
-                sealed = schemaCodec.seal(record.topic(), record.value(), key.dek(), ref(key.keyId()), ctx);
+                sealed = schemaCodec.seal(record.topic(), record.value(), key.dek(), key.ref(), ctx);
             } else if (fields) {
                 sealed = fieldCodec.encrypt(record.value(), fieldRules.computeIfAbsent(record.topic(),
-                        t -> new FieldRules(plan.fields())), key.dek(), ref(key.keyId()), ctx);
+                        t -> new FieldRules(plan.fields())), key.dek(), key.ref(), ctx);
             } else {
-                sealed = codec.seal(record.value(), key.dek(), ref(key.keyId()), ctx, "");
+                sealed = codec.seal(record.value(), key.dek(), key.ref(), ctx, "");
             }
         } catch (EnvelopeException e) {
             return reject(record, plan, e.problem() + (plan.schemaMode() ? " (schema mode)" : fields ? " (field mode)"
@@ -285,14 +285,6 @@ final class EncryptRecords implements RecordTransform {
             }
         }
         return Verdict.written(record, out, sealed, headers, Verdict.OK);
-    }
-
-    private SubjectKeyRef ref(byte[] keyId) {
-        String id = Base64.getEncoder().encodeToString(keyId);
-        if (refs.size() >= 65_536) {
-            refs.clear();
-        }
-        return refs.computeIfAbsent(id, k -> new SubjectKeyRef(keyId));
     }
 
     /** Dead-letter the record unchanged with the reason, or stop (the rule's on_reject). */
