@@ -550,21 +550,9 @@ class KeyStore:
 
 
 def _apply_lease(db: sqlite3.Connection, partition: int, offset: int, lease: SealLease) -> bool:
-    """Grant the lease if its key (live, in this partition, written before it, not exhausted) stays within
-    the lease's bound; a lease that does not fit marks the key exhausted. Every reader decides the same."""
-    row = db.execute(
-        "SELECT sealed, exhausted FROM subject_keys WHERE key_id = ? AND partition = ? AND offset < ?",
-        (lease.key_id, partition, offset),
-    ).fetchone()
-    if row is None or row[1]:
-        return False
-    sealed = int(row[0]) + lease.seals
-    granted = sealed <= lease.max_seals
-    db.execute(
-        "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
-        (sealed if granted else row[0], int(not granted or sealed == lease.max_seals), lease.key_id),
-    )
-    return granted
+    """A single lease (earlier versions wrote one per key): a seal-leases record of one entry."""
+    one = SealLeases(lease.lease_id, ((lease.key_id, lease.seals),), lease.max_seals, lease.requested_at_ms)
+    return _apply_leases(db, partition, offset, one) == b"\x01"
 
 
 _LEASED_KEYS: Final = (
@@ -573,8 +561,9 @@ _LEASED_KEYS: Final = (
 
 
 def _apply_leases(db: sqlite3.Connection, partition: int, offset: int, leases: SealLeases) -> bytes:
-    """:func:`_apply_lease` for every entry of a seal-leases record, in entry order, with a few queries for
-    the whole record: one byte per entry, 1 granted, 0 denied."""
+    """Grant each entry, in order, if its key (live, in this partition, written before the record, not
+    exhausted) stays within the record's bound with it; an entry that does not fit marks the key exhausted.
+    Every reader decides the same. A few queries for the whole record; one byte per entry, 1 granted."""
     key_ids = list(dict.fromkeys(key_id for key_id, _ in leases.entries))
     state: dict[bytes, list[int]] = {}  # key id → [sealed, exhausted] of keys the leases may use
     for start in range(0, len(key_ids), 500):
