@@ -103,8 +103,11 @@ def steps(recs: list[tuple[SubjectKey, bytes]]) -> dict[str, Callable[[], int]]:
                                         outcome.subject, outcome.erased_fields))  # fmt: skip
         return len(out)
 
+    targets = {id(c): open_target(c.marker, TOPIC, c if c.fields is not None else None)
+               for c in (value_codec, fields_codec)}  # fmt: skip  # one per topic, as the consumer keeps them
+
     def open_batch(codec: RuleCodec, msgs: list[Message]) -> int:
-        target = open_target(codec.marker, TOPIC, codec if codec.fields is not None else None)
+        target = targets[id(codec)]
         out: list[DecryptedMessage] = []
         assert open_simple(msgs, lambda _: target, ciphers, out, {}) == len(msgs)
         return len(out)

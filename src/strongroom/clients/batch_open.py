@@ -22,8 +22,8 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -40,6 +40,8 @@ from strongroom.keys.records import MAX_SUBJECT_BYTES
 #: Subject keys kept ready to decrypt with; a consumer of a busy topic meets tens of thousands. A ready
 #: ``AESGCM`` holds its OpenSSL context: ≈ 2.4 KB each, ≈ 240 MB when full.
 DEFAULT_CAPACITY: Final = 100_000
+#: Openers kept per topic (:meth:`OpenTarget.opener`; ≈ 250 bytes each, no secret).
+MAX_OPENERS: Final = 200_000
 #: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts.
 _SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
 _KEY_ID_END: Final = 4 + SUBJECT_KEY_ID_SIZE
@@ -145,6 +147,38 @@ class OpenTarget:
     bound_topic: str
     #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
     fields_codec: RuleCodec | None = None
+    #: (envelope header, record key) → what a record needs besides its key: see :class:`Opener`.
+    openers: dict[tuple[bytes, bytes], Opener] = field(default_factory=dict, compare=False, repr=False)
+
+    def opener(self, head: bytes, key: bytes) -> Opener | None:
+        """The opener of records with envelope header ``head`` and record key ``key``; None when such a
+        record is not simple (another key-reference kind, an AAD profile this target does not bind, a key
+        that is not a UTF-8 subject of allowed size). Built once per (header, key), kept up to
+        :data:`MAX_OPENERS` (then forgotten at once: rebuilding costs one record's checks)."""
+        if head[:4] != _SUBJECT_KEY_PREFIX or len(key) > MAX_SUBJECT_BYTES:
+            return None
+        profile = head[_KEY_ID_END]
+        if profile >= len(self.topic_parts) or not self.topic_parts[profile]:
+            return None
+        try:
+            subject = key.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        aad = b"".join((AAD_LABEL, head, self.topic_parts[profile], _pack_u32(len(key)), key, _EMPTY_PATH))
+        opener = Opener(head[4:_KEY_ID_END], aad, subject)
+        if len(self.openers) >= MAX_OPENERS:
+            self.openers.clear()
+        self.openers[head, key] = opener
+        return opener
+
+
+class Opener(NamedTuple):
+    """What opening a simple record of one subject key and record key needs besides the key itself. No
+    secret: the key's cipher is looked up per record in :class:`KeyCiphers`, which erasures empty."""
+
+    key_id: bytes
+    aad: bytes
+    subject: str
 
 
 def open_target(marker: Header, bound_topic: str, fields_codec: RuleCodec | None = None) -> OpenTarget:
@@ -170,11 +204,13 @@ def open_simple(
     warmed = False
     append = out.append
     new_message = fast_message
+    last_topic, target = None, None
     for index, msg in enumerate(msgs):
         if msg.error() is not None:
             return index
         topic = msg.topic()
-        target = target_of(topic)
+        if topic != last_topic:
+            last_topic, target = topic, target_of(topic)
         headers = msg.headers()
         value = msg.value()
         key = msg.key()
@@ -191,22 +227,17 @@ def open_simple(
             or headers[0] != target.marker
             or value is None
             or len(value) < _MIN_SIZE
-            or value[:4] != _SUBJECT_KEY_PREFIX
             or not key
-            or len(key) > MAX_SUBJECT_BYTES
         ):
             return index
         rest = headers[1:]
         if rest and any(name == RECORD_HEADER_NAME for name, _ in rest):
             return index
-        profile = value[_KEY_ID_END]
-        if profile >= len(target.topic_parts) or not target.topic_parts[profile]:
+        head = value[:_HEADER_END]
+        opener = target.openers.get((head, key)) or target.opener(head, key)
+        if opener is None:
             return index
-        try:
-            subject = key.decode("utf-8")
-        except UnicodeDecodeError:
-            return index
-        key_id = value[4:_KEY_ID_END]
+        key_id, aad, subject = opener
         cipher = ciphers.get(key_id)
         if cipher is None:
             if not warmed:
@@ -215,9 +246,6 @@ def open_simple(
             cipher = ciphers.load(key_id, subject)
             if cipher is None:
                 return index
-        aad = b"".join(
-            (AAD_LABEL, value[:_HEADER_END], target.topic_parts[profile], _pack_u32(len(key)), key, _EMPTY_PATH)
-        )
         try:
             plain = cipher.decrypt(value[_HEADER_END:_NONCE_END], memoryview(value)[_NONCE_END:], aad)
         except InvalidTag:

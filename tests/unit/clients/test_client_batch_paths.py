@@ -249,6 +249,31 @@ def test_key_ciphers_forget_everything_on_an_erasure_notice_and_stay_bounded() -
     assert open_simple([msgs[3]], lambda _: target, ciphers, out, {}) == 0  # erased: not opened from a cache
 
 
+def test_openers_are_built_once_per_key_and_subject_hold_no_key_and_stay_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("strongroom.clients.batch_open.MAX_OPENERS", 3)
+    codec = RuleCodec(RULE)
+    subjects = [subject_key(f"c-{i}") for i in range(5)]
+    keys = Keys({k.key_id: k.key for k in subjects})
+    ciphers = KeyCiphers(keys)
+    target = open_target(codec.marker, "orders.enc")
+    msgs = [sealed_message(codec, k, i) for i, k in enumerate(subjects[:2] * 3)]
+    out: list[DecryptedMessage] = []
+    assert open_simple(msgs, lambda _: target, ciphers, out, {}) == 6
+    assert [m.value for m in out] == [b'{"a": 1}'] * 6
+    assert len(target.openers) == 2  # one per (envelope header, record key)
+    kept = b"".join(o.key_id + o.aad + o.subject.encode() for o in target.openers.values())
+    assert not any(k.key in kept for k in subjects)  # the AAD and the key id, never the key
+    more = [sealed_message(codec, k, 10 + i) for i, k in enumerate(subjects[2:])]
+    assert open_simple(more, lambda _: target, ciphers, out, {}) == 3
+    assert len(target.openers) <= 3
+    not_utf8 = Message(topic="orders.enc", partition=0, offset=20, key=b"\xff", value=msgs[0].value(),
+                       headers=msgs[0].headers(), timestamp=(1, 1))  # fmt: skip
+    assert open_simple([not_utf8], lambda _: target, ciphers, out, {}) == 0  # the per-record path judges it
+    assert (msgs[0].value()[:21], b"\xff") not in target.openers
+
+
 FIELDS_RULE = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.total"]})
 
 
