@@ -26,7 +26,6 @@ spelt canonically (``"sr1:`` followed by base64, no escapes): strongroom never w
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import json
@@ -57,6 +56,11 @@ from strongroom.errors import EnvelopeError
 from strongroom.policies import OnErasedField
 
 _orjson_dumps: Final = orjson.dumps
+_orjson_loads: Final = orjson.loads
+_a2b_base64: Final = binascii.a2b_base64
+_b2a_base64: Final = binascii.b2a_base64
+#: What a sealed field's plaintext may parse to through orjson (see :func:`_field_json`).
+_SCALARS: Final = frozenset((str, int, bool, type(None)))
 _PREFIX_LEN: Final = len(FIELD_PREFIX)
 _FIELD_PREFIX_BYTES: Final = FIELD_PREFIX.encode("ascii")
 _JSON_TYPES: Final = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
@@ -169,9 +173,9 @@ def load_json_object(value: bytes) -> dict[str, Any]:
 
 
 def _decode_field(value: str) -> bytes:
-    try:
-        return base64.b64decode(value[_PREFIX_LEN:], validate=True)
-    except (binascii.Error, ValueError):
+    try:  # base64.b64decode(..., validate=True) without its wrapper: strict, and a non-ASCII str is refused
+        return _a2b_base64(value[_PREFIX_LEN:], strict_mode=True)
+    except ValueError:  # binascii.Error is one
         raise MalformedEnvelope(f"encrypted field string is not valid base64 after {FIELD_PREFIX!r}") from None
 
 
@@ -255,6 +259,10 @@ def _rule_slots(document: dict[str, Any], rules: FieldRules) -> list[tuple[Any, 
     """(container, key or index, canonical rule path) of every present value the rules select."""
     slots: list[tuple[Any, Any, str]] = []
     for path in rules.paths:
+        if len(path.segments) == 1 and path.segments[0] is not WILDCARD:  # a top-level member: most rules
+            if path.segments[0] in document:
+                slots.append((document, path.segments[0], path.text))
+            continue
         *parents, last = path.segments
         nodes: list[Any] = [document]
         for segment in parents:
@@ -311,7 +319,7 @@ def encrypt_json_fields(
             _verify_presealed(value, current, dek, ctx, path)
             continue
         envelope = seal(_json_bytes(current), dek, key_ref, ctx, path, usage=usage)
-        container[slot] = FIELD_PREFIX + base64.b64encode(envelope).decode("ascii")
+        container[slot] = FIELD_PREFIX + _b2a_base64(envelope, newline=False).decode("ascii")
         changed = True
     return _json_bytes(document) if changed else value
 
@@ -397,8 +405,18 @@ def _open_field(
     path_text: str,
     topic_map: Mapping[str, str] | None,
 ) -> Any:
-    plaintext = open_envelope(parsed, dek, ctx, path_text, topic_map=topic_map)
-    try:
+    return _field_json(open_envelope(parsed, dek, ctx, path_text, topic_map=topic_map), path_text)
+
+
+def _field_json(plaintext: bytes, path_text: str) -> Any:
+    """The JSON value a sealed field's plaintext holds, exactly as :func:`load_json_object` would read it."""
+    try:  # orjson reads a string, integer, boolean or null exactly as the stdlib does, in a tenth of the time
+        value = _orjson_loads(plaintext)
+        if type(value) in _SCALARS:
+            return value
+    except orjson.JSONDecodeError:
+        pass  # what orjson refuses (lone surrogate escapes, integers beyond 64 bits) the stdlib judges
+    try:  # doubles (their own type), objects and arrays (duplicate members refused) as load_json_object reads them
         return _DECODER.decode(plaintext.decode("utf-8"))
     except (ValueError, RecursionError):
         raise MalformedEnvelope(

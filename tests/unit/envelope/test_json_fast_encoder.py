@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strongroom.envelope import NotJson
-from strongroom.envelope.json_fields import _DECODER, _dumps, _json_bytes, _utf8, load_json_object
+from strongroom.envelope import MalformedEnvelope, NotJson
+from strongroom.envelope.json_fields import _DECODER, _dumps, _field_json, _json_bytes, _utf8, load_json_object
 
 
 def stdlib(value: Any) -> bytes:
@@ -63,3 +63,45 @@ def test_numbers_beyond_a_double_and_lone_surrogates_are_still_refused() -> None
         _json_bytes(parsed('{"a": 1e400}'))
     with pytest.raises(NotJson, match="lone UTF-16 surrogate"):
         load_json_object(b'{"a": "\\ud800"}')
+
+
+def stdlib_read(plaintext: bytes) -> tuple[str, Any]:
+    """What the stdlib decoder makes of a field's plaintext: ("ok", value with its type) or ("refused", None)."""
+    try:
+        value = _DECODER.decode(plaintext.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return "refused", None
+    return "ok", (type(value), value)
+
+
+def fast_read(plaintext: bytes) -> tuple[str, Any]:
+    try:
+        value = _field_json(plaintext, "$.f")
+    except MalformedEnvelope:
+        return "refused", None
+    return "ok", (type(value), value)
+
+
+@settings(max_examples=600, deadline=None)
+@given(json_values | st.text().map(json.dumps))
+def test_a_sealed_field_reads_back_as_the_stdlib_reads_it(value: Any) -> None:
+    plaintext = json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
+    assert fast_read(plaintext) == stdlib_read(plaintext)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.binary(max_size=24) | st.sampled_from([b'"', b"'", b" 1 ", b"\xef\xbb\xbf1", b"01", b"1.", b"-", b"tru"]))
+def test_any_bytes_are_read_or_refused_as_the_stdlib_does(plaintext: bytes) -> None:
+    assert fast_read(plaintext) == stdlib_read(plaintext)
+
+
+@pytest.mark.parametrize(
+    "plaintext",
+    [
+        b'"\\ud800"', b'"\\udc00x"', b'"a\\u0000b"', b'"tab\tin"', b'"\x7f"', b"18446744073709551616",
+        b"-9223372036854775809", b"9223372036854775807", b"-0", b"1e400", b"NaN", b"Infinity", b'"\xed\xa0\x80"',
+        b" null ", b"true\n", b'"\\/"', b'"\xc3\xa9"', b"1 2", b"[]", b'{"a":1,"a":2}', b"",
+    ],
+)  # fmt: skip
+def test_surrogates_controls_big_integers_and_constants_are_read_as_the_stdlib_reads_them(plaintext: bytes) -> None:
+    assert fast_read(plaintext) == stdlib_read(plaintext)
