@@ -15,7 +15,8 @@ One local Kafka broker, one Spark session (``local[2]``), 2-partition topics. Pe
   are the steady state);
 * ``--rounds`` interleaved rounds (the order rotates each round) of:
   - ``copy``: Spark's own Kafka sink copying the source topic (the baseline);
-  - ``eos-passthrough``: strongroom's exactly-once sink with a passthrough transform;
+  - ``eos-passthrough``: strongroom's exactly-once sink copying the records unchanged (the JVM sink's
+    copy with ``--engine jvm``, the Python sink with a passthrough frame otherwise);
   - ``encrypt``: the encrypt pipeline, every key existing (steady state);
   - ``encrypt-new``: the encrypt pipeline on the round's new-subject topic (10 % new subjects);
   - ``fields-encrypt`` (1 KB only): 3 JSON fields of each record;
@@ -71,12 +72,21 @@ from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
+from strongroom.policies import Engine
 from strongroom.rules import EncryptionRules
 from strongroom.schemas.registry import RegistrySettings
-from strongroom.spark.jobs.common import PIPELINE_SPARK_CONF, Counters, PipelineSettings, StreamingJob, kafka_stream
+from strongroom.spark.jobs.common import (
+    PIPELINE_SPARK_CONF,
+    Counters,
+    PipelineSettings,
+    StreamingJob,
+    kafka_stream,
+    source_rows,
+)
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.results import PipelineResult
+from strongroom.spark.jvm_sink import copy_settings, jvm_tasks
 from strongroom.spark.kafka_sink import BATCHING, write_exactly_once
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
@@ -276,6 +286,12 @@ class PassthroughJob(StreamingJob[PipelineResult]):
     def _process(self, batch: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        if self.settings.engine == Engine.JVM:  # the JVM sink's copy: the same protocol, no transform
+            document = copy_settings(self.sink, {rule.topic: self.output_topic for rule in self.settings.rules.rules})
+            tasks = jvm_tasks(self.spark, document)
+            self.counters.add_batch(write_exactly_once(source_rows(batch), self.sink, one_task_per_partition=True,
+                                                       tasks=tasks))  # fmt: skip
+            return
         frame = batch.select(
             F.col("topic").alias("src_topic"), F.col("partition").alias("src_partition"),
             F.col("offset").alias("src_offset"), F.lit(True).alias("emit"),
@@ -341,15 +357,9 @@ class Figures:
 
 
 def engine_option(engine: str | None) -> dict[str, Any]:
-    """The pipeline setting choosing the engine (branch jvmw: ``PipelineSettings.engine``, a
-    ``strongroom.policies.Engine``); none: the jobs' default, which is the CLI's."""
-    if engine is None:
-        return {}
-    try:
-        from strongroom.policies import Engine  # type: ignore[attr-defined]
-    except ImportError:
-        raise SystemExit(f"--engine {engine}: this strongroom has no engine setting; run without --engine") from None
-    return {"engine": Engine(engine)}
+    """The pipeline setting choosing the engine (``PipelineSettings.engine``); none: the jobs' default,
+    which is the CLI's."""
+    return {} if engine is None else {"engine": Engine(engine)}
 
 
 def default_engine() -> str:
@@ -558,7 +568,7 @@ def report(all_figures: dict[int, Figures], args: argparse.Namespace) -> Iterato
         if side == "encrypt":
             extra["new_subjects_vs_steady"] = new_vs_steady
         if side == "eos-passthrough":
-            extra["writer"] = "python-sink"  # PassthroughJob writes with the Python sink whatever the engine
+            extra["writer"] = "jvm-sink" if engine == Engine.JVM else "python-sink"
         if side == "avro-encrypt":
             extra["baseline"] = "avro-copy"
         yield result_line(
@@ -592,13 +602,12 @@ def main() -> None:
         args.payloads, args.records, args.subjects, args.batch = "1000", "1000=20000", 2000, 10_000
     if args.rounds < 3:
         parser.error("at least 3 rounds: medians and spread need them")
-    engine_option(args.engine)  # an engine this strongroom does not have fails before the stack starts
     counts = parse_records(args.records)
     payloads = [int(p) for p in args.payloads.split(",")]
     work = Path(tempfile.mkdtemp(prefix="strongroom-pbench-"))
     all_figures: dict[int, Figures] = {}
     with KafkaCluster(brokers=1, broker_config={"log.retention.bytes": -1}) as cluster:
-        dataplane = args.engine == "jvm"  # the JVM engine's writer is in the data-plane jar
+        dataplane = (args.engine or default_engine()) == "jvm"  # the JVM engine's writer is in the data-plane jar
         spark = build_spark_session(app_name="pipeline-bench", conf=PIPELINE_SPARK_CONF, dataplane=dataplane)
         registry = SchemaRegistryServer().start() if args.avro and RESULT_PAYLOAD in payloads else None
         try:

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 WRITER_CLASS = "io.strongroom.dataplane.sink.ExactlyOnceWriter"
 #: Records per key-service request in a JVM task (the Python engine's Arrow batch size).
 CHUNK_ROWS = 50_000
+#: The copy asks nothing per chunk: small chunks keep its records young (no 50 MB held per chunk).
+COPY_CHUNK_ROWS = 1_000
 _ENGINE_HINT = "run with --engine python (engine='python'), which supports every rule"
 
 
@@ -103,6 +105,13 @@ def encrypt_settings(
             "chunk_rows": CHUNK_ROWS,
         }
     )
+
+
+def copy_settings(config: TransactionalSinkConfig, outputs: Mapping[str, str]) -> str:
+    """The settings document of an exactly-once copy (source → output per topic in ``outputs``): every
+    record written as it is, no key, no rule; what the pipeline benchmark's passthrough measures."""
+    topics = {topic: {"output": output} for topic, output in outputs.items()}
+    return json.dumps({"kind": "copy", **_sink_settings(config), "topics": topics, "chunk_rows": COPY_CHUNK_ROWS})
 
 
 def _sink_settings(config: TransactionalSinkConfig) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
@@ -102,3 +103,60 @@ def test_fatal_row_stops_the_write_without_retry(
     with pytest.raises(PipelineError, match=rf"cannot encrypt record {src}\[0\]@7: no subject"):
         write_exactly_once(frame, config)
     assert read_committed(bootstrap, dst, 1) == [], "the failing partition's transaction was aborted"
+
+
+def test_the_jvm_sinks_copy_writes_every_record_as_it_is_once_and_the_python_sink_continues_it(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], unique_name: Callable[[str], str]
+) -> None:
+    from strongroom.spark.jobs.common import source_rows
+    from strongroom.spark.jvm_sink import copy_settings, jvm_tasks
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    src, dst = new_topic(partitions=3), new_topic(partitions=2)
+    producer = build_producer(ClientConfig(bootstrap).producer())
+    sent = {}
+    now = int(time.time() * 1000) - 10_000  # old timestamps would age out under the topic's retention.ms
+    for i in range(2500):  # more than one copy chunk per partition
+        headers = [("h", f"{i}".encode()), ("empty", None)]
+        producer.produce(src, key=f"k{i % 41}".encode(), value=f"v{i}".encode(), headers=headers, timestamp=now + i)
+        sent[f"v{i}".encode()] = (f"k{i % 41}".encode(), headers, now + i)
+    producer.produce(src, key=None, value=None, timestamp=now - 1)  # a tombstone without a key is copied too
+    assert producer.flush(30) == 0
+
+    def batch() -> DataFrame:
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", src)
+            .option("includeHeaders", "true")
+            .load()
+        )
+
+    config = TransactionalSinkConfig(bootstrap, unique_name("jvm-copy"))
+    tasks = jvm_tasks(spark, copy_settings(config, {src: dst}))
+    first = write_exactly_once(source_rows(batch()), config, one_task_per_partition=True, tasks=tasks)
+    assert sum(r.written for r in first) == 2501
+    assert {s for r in first for s in r.statuses} == {"ok"}
+    again = write_exactly_once(source_rows(batch()), config, one_task_per_partition=True, tasks=tasks)
+    assert sum(r.written for r in again) == 0
+    assert sum(r.replayed_skipped for r in again) == 2501
+    # the Python sink (same transactional ids and group) continues where the JVM sink committed
+    python = write_exactly_once(sink_frame(batch(), dst), config, one_task_per_partition=True)
+    assert sum(r.written for r in python) == 0
+
+    consumer = build_consumer(ClientConfig(bootstrap).consumer())
+    consumer.assign([TopicPartition(dst, p, 0) for p in range(2)])
+    copied = []
+    while len(copied) < 2501:
+        msgs = consumer.consume(500, 10)
+        assert msgs, f"read {len(copied)} of 2501 records"
+        copied += [m for m in msgs if m.error() is None]
+    assert consumer.consume(10, 1) == []
+    consumer.close()
+    for msg in copied:
+        if msg.value() is None:
+            assert (msg.key(), msg.timestamp()[1]) == (None, now - 1)
+            continue
+        key, headers, timestamp = sent.pop(msg.value())
+        assert (msg.key(), msg.headers(), msg.timestamp()[1]) == (key, headers, timestamp)
+    assert sent == {}, "every record was copied exactly once"

@@ -24,11 +24,6 @@ record SourceRecord(String topic, int partition, long offset, byte[] key, byte[]
     static final int HEADERS = 5;
     static final int TIMESTAMP = 6;
 
-    /** The coordinates only: what a skipped row needs. */
-    static String topicOf(InternalRow row) {
-        return row.getUTF8String(TOPIC).toString();
-    }
-
     static SourceRecord of(InternalRow row, String topic) {
         List<Header> headers = new ArrayList<>();
         if (!row.isNullAt(HEADERS)) {

@@ -15,6 +15,7 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * One write task: the rows of (normally) one source partition, in offset order, as
@@ -37,6 +38,9 @@ final class TaskWriter {
 
     private final SinkSettings settings;
     private final Map<String, PartitionTxn> txns = new LinkedHashMap<>();
+    /** The transaction of the rows being taken, and its source topic as the rows spell it. */
+    private PartitionTxn current;
+    private UTF8String currentTopic;
     private final List<SourceRecord> chunk = new ArrayList<>();
     private long chunkBytes;
     private KeyServiceClient service;
@@ -76,19 +80,26 @@ final class TaskWriter {
     }
 
     private void take(InternalRow row) {
-        String topic = SourceRecord.topicOf(row);
         int partition = row.getInt(SourceRecord.PARTITION);
-        PartitionTxn txn = txns.get(topic + "\u0000" + partition);
-        if (txn == null) {
-            flush(); // a chunk holds one partition's rows: its verdicts go to one transaction
-            txn = new PartitionTxn(settings, topic, partition);
-            txns.put(topic + "\u0000" + partition, txn);
+        UTF8String topicBytes = row.getUTF8String(SourceRecord.TOPIC);
+        PartitionTxn txn = current;
+        if (txn == null || txn.partition != partition || !topicBytes.equals(currentTopic)) {
+            // a chunk holds one partition's rows: its verdicts go to one transaction
+            flush();
+            String topic = topicBytes.toString();
+            txn = txns.get(topic + "\u0000" + partition);
+            if (txn == null) {
+                txn = new PartitionTxn(settings, topic, partition);
+                txns.put(topic + "\u0000" + partition, txn);
+            }
+            current = txn;
+            currentTopic = topicBytes.clone(); // the row's buffer is reused by the next row
         }
         if (row.getLong(SourceRecord.OFFSET) < txn.committedBefore) {
             txn.skipped++; // an earlier transaction wrote it already
             return;
         }
-        SourceRecord record = SourceRecord.of(row, topic);
+        SourceRecord record = SourceRecord.of(row, txn.topic);
         chunk.add(record);
         chunkBytes += record.value() == null ? 0 : record.value().length;
         if (chunk.size() >= settings.chunkRows() || chunkBytes >= CHUNK_BYTES) {
@@ -110,10 +121,10 @@ final class TaskWriter {
             throw new FatalFailure("process the records from " + first.topic() + "[" + first.partition() + "]@"
                     + first.offset() + " on: " + problem);
         }
+        PartitionTxn txn = current; // every row of the chunk is of the current partition
         for (int i = 0; i < verdicts.size(); i++) {
             SourceRecord record = chunk.get(i);
             Verdict verdict = verdicts.get(i);
-            PartitionTxn txn = txns.get(record.topic() + "\u0000" + record.partition());
             if (verdict.fatal()) {
                 txn.abort();
                 throw new FatalFailure(verdict.status() + " record " + record.topic() + "[" + record.partition()
@@ -127,14 +138,19 @@ final class TaskWriter {
 
     private RecordTransform transform() {
         if (transform == null) {
-            service = new KeyServiceClient(settings.service(), SERVICE_TIMEOUT_MILLIS);
             transform = switch (settings.kind()) {
-                case "encrypt" -> new EncryptRecords(settings, service);
-                case "decrypt" -> new DecryptRecords(settings, service);
+                case "encrypt" -> new EncryptRecords(settings, service());
+                case "decrypt" -> new DecryptRecords(settings, service());
+                case "copy" -> new CopyRecords(settings);
                 default -> throw new IllegalStateException("the JVM sink has no '" + settings.kind() + "' transform");
             };
         }
         return transform;
+    }
+
+    private KeyServiceClient service() {
+        service = new KeyServiceClient(settings.service(), SERVICE_TIMEOUT_MILLIS);
+        return service;
     }
 
     /** What the task raises instead of {@code e}: see the class comment. */
