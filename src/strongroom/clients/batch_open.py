@@ -23,7 +23,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -76,6 +76,7 @@ class KeyCiphers:
         self._entries: OrderedDict[bytes, AESGCM] = OrderedDict()
         self._lock = threading.Lock()
         self._notices = 0
+        self._openers: dict[str, dict[tuple[bytes, bytes], Opener]] = {}
         table.add_erasure_listener(self.on_erasure)
 
     @classmethod
@@ -123,6 +124,13 @@ class KeyCiphers:
                     self._entries.popitem(last=False)
         return cipher
 
+    def openers(self, bound_topic: str) -> dict[tuple[bytes, bytes], Opener]:
+        """The openers of records bound to ``bound_topic`` (:meth:`OpenTarget.opener`), kept for every
+        consumer of the table: a consumer that is replaced (a restart, a rebalance's new member) keeps them.
+        They hold no key, so an erasure need not touch them."""
+        with self._lock:
+            return self._openers.setdefault(bound_topic, {})
+
     def warm(self, key_ids: Sequence[bytes]) -> None:
         """Load the table's cache for the keys of a batch that are not here, in few store queries."""
         missing = [k for k in dict.fromkeys(key_ids) if k not in self._entries]
@@ -147,7 +155,8 @@ class OpenTarget:
     bound_topic: str
     #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
     fields_codec: RuleCodec | None = None
-    #: (envelope header, record key) → what a record needs besides its key: see :class:`Opener`.
+    #: (envelope header, record key) → what a record needs besides its key: see :data:`Opener`. Shared
+    #: by every consumer of the key table that opens this bound topic (:meth:`KeyCiphers.openers`).
     openers: dict[tuple[bytes, bytes], Opener] = field(default_factory=dict, compare=False, repr=False)
 
     def opener(self, head: bytes, key: bytes) -> Opener | None:
@@ -165,28 +174,31 @@ class OpenTarget:
         except UnicodeDecodeError:
             return None
         aad = b"".join((AAD_LABEL, head, self.topic_parts[profile], _pack_u32(len(key)), key, _EMPTY_PATH))
-        opener = Opener(head[4:_KEY_ID_END], aad, subject)
-        if len(self.openers) >= MAX_OPENERS:
-            self.openers.clear()
-        self.openers[head, key] = opener
+        opener = (head[4:_KEY_ID_END], aad, subject)
+        openers = self.openers
+        if len(openers) >= MAX_OPENERS:
+            openers.clear()
+        openers[head, key] = opener
         return opener
 
 
-class Opener(NamedTuple):
-    """What opening a simple record of one subject key and record key needs besides the key itself. No
-    secret: the key's cipher is looked up per record in :class:`KeyCiphers`, which erasures empty."""
-
-    key_id: bytes
-    aad: bytes
-    subject: str
+#: What opening a simple record of one subject key and record key needs besides the key itself: the key
+#: id, the full AAD and the subject. No secret: the key's cipher is looked up per record in
+#: :class:`KeyCiphers`, which erasures empty. (A plain tuple: built once per subject, unpacked per record.)
+Opener = tuple[bytes, bytes, str]
 
 
-def open_target(marker: Header, bound_topic: str, fields_codec: RuleCodec | None = None) -> OpenTarget:
+def open_target(
+    marker: Header,
+    bound_topic: str,
+    fields_codec: RuleCodec | None = None,
+    openers: dict[tuple[bytes, bytes], Opener] | None = None,
+) -> OpenTarget:
     topic = bound_topic.encode("utf-8")
     parts = [b""] * (max(AadProfile) + 1)
     parts[AadProfile.TOPIC] = _pack_u16(len(topic)) + topic
     parts[AadProfile.PORTABLE] = _pack_u16(0)
-    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec)
+    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec, {} if openers is None else openers)
 
 
 MessageFactory = Callable[[Any, bytes, list[Header], str], DecryptedMessage]

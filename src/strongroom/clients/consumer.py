@@ -345,7 +345,8 @@ class DecryptingConsumer:
             return None  # the per-record path raises it, after seeking back to the record
         target = None
         if codec.rule.subject.source == "key" and codec.schema is None:  # schema mode: the per-record path
-            target = open_target(codec.marker, bound, codec if codec.fields is not None else None)
+            fields_codec = codec if codec.fields is not None else None
+            target = open_target(codec.marker, bound, fields_codec, self._ciphers.openers(bound))
         self._open_targets[topic] = target
         return target
 

@@ -257,13 +257,16 @@ def test_openers_are_built_once_per_key_and_subject_hold_no_key_and_stay_bounded
     subjects = [subject_key(f"c-{i}") for i in range(5)]
     keys = Keys({k.key_id: k.key for k in subjects})
     ciphers = KeyCiphers(keys)
-    target = open_target(codec.marker, "orders.enc")
+    target = open_target(codec.marker, "orders.enc", None, ciphers.openers("orders.enc"))
     msgs = [sealed_message(codec, k, i) for i, k in enumerate(subjects[:2] * 3)]
     out: list[DecryptedMessage] = []
     assert open_simple(msgs, lambda _: target, ciphers, out, {}) == 6
     assert [m.value for m in out] == [b'{"a": 1}'] * 6
     assert len(target.openers) == 2  # one per (envelope header, record key)
-    kept = b"".join(o.key_id + o.aad + o.subject.encode() for o in target.openers.values())
+    # the next consumer of the table (a restart, a new group member) finds them built
+    assert open_target(codec.marker, "orders.enc", None, ciphers.openers("orders.enc")).openers == target.openers
+    assert ciphers.openers("other.enc") == {}
+    kept = b"".join(key_id + aad + subject.encode() for key_id, aad, subject in target.openers.values())
     assert not any(k.key in kept for k in subjects)  # the AAD and the key id, never the key
     more = [sealed_message(codec, k, 10 + i) for i, k in enumerate(subjects[2:])]
     assert open_simple(more, lambda _: target, ciphers, out, {}) == 3
