@@ -21,7 +21,9 @@ same words. The settings carry no key: the tasks ask the driver's key service (p
 
 It runs the encrypt and decrypt pipelines (Kafka output; whole values, JSON fields and the tagged fields of
 Avro schema-registry records; the subject from the key, a header or a field path); anything else is
-refused before the query starts (:func:`unsupported`), naming ``--engine python``.
+refused before the query starts (:func:`unsupported`), naming ``--engine python``. It also has a plain
+exactly-once copy (:func:`copy_settings`: no key, no rule), which the pipeline benchmark's passthrough runs
+to measure the sink itself.
 """
 
 from __future__ import annotations
