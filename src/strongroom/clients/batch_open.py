@@ -40,7 +40,7 @@ from strongroom.keys.records import MAX_SUBJECT_BYTES
 #: Subject keys kept ready to decrypt with; a consumer of a busy topic meets tens of thousands. A ready
 #: ``AESGCM`` holds its OpenSSL context: ≈ 2.4 KB each, ≈ 240 MB when full.
 DEFAULT_CAPACITY: Final = 100_000
-#: Openers kept per topic (:meth:`OpenTarget.opener`; ≈ 250 bytes each, no secret).
+#: Openers kept per key table, all topics together (:meth:`OpenTarget.opener`; ≈ 300 bytes each, no secret).
 MAX_OPENERS: Final = 200_000
 #: magic ‖ version 1 ‖ AES-256-GCM ‖ SUBJECT_KEY: how a whole-value envelope starts.
 _SUBJECT_KEY_PREFIX: Final = bytes((0xF5, 0x01, 0x01, 0x01))
@@ -76,7 +76,10 @@ class KeyCiphers:
         self._entries: OrderedDict[bytes, AESGCM] = OrderedDict()
         self._lock = threading.Lock()
         self._notices = 0
-        self._openers: dict[str, dict[tuple[bytes, bytes], Opener]] = {}
+        #: (envelope header, record key, bound topic) → :data:`Opener`, for every consumer of the table: a
+        #: consumer that is replaced (a restart, a rebalance's new member) finds them built. No key is in
+        #: them, so an erasure need not touch them.
+        self.openers: dict[tuple[bytes, bytes, str], Opener] = {}
         table.add_erasure_listener(self.on_erasure)
 
     @classmethod
@@ -124,13 +127,6 @@ class KeyCiphers:
                     self._entries.popitem(last=False)
         return cipher
 
-    def openers(self, bound_topic: str) -> dict[tuple[bytes, bytes], Opener]:
-        """The openers of records bound to ``bound_topic`` (:meth:`OpenTarget.opener`), kept for every
-        consumer of the table: a consumer that is replaced (a restart, a rebalance's new member) keeps them.
-        They hold no key, so an erasure need not touch them."""
-        with self._lock:
-            return self._openers.setdefault(bound_topic, {})
-
     def warm(self, key_ids: Sequence[bytes]) -> None:
         """Load the table's cache for the keys of a batch that are not here, in few store queries."""
         missing = [k for k in dict.fromkeys(key_ids) if k not in self._entries]
@@ -155,9 +151,9 @@ class OpenTarget:
     bound_topic: str
     #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
     fields_codec: RuleCodec | None = None
-    #: (envelope header, record key) → what a record needs besides its key: see :data:`Opener`. Shared
-    #: by every consumer of the key table that opens this bound topic (:meth:`KeyCiphers.openers`).
-    openers: dict[tuple[bytes, bytes], Opener] = field(default_factory=dict, compare=False, repr=False)
+    #: (envelope header, record key, bound topic) → what a record needs besides its key: see
+    #: :data:`Opener`. A consumer passes its key table's (:attr:`KeyCiphers.openers`).
+    openers: dict[tuple[bytes, bytes, str], Opener] = field(default_factory=dict, compare=False, repr=False)
 
     def opener(self, head: bytes, key: bytes) -> Opener | None:
         """The opener of records with envelope header ``head`` and record key ``key``; None when such a
@@ -178,7 +174,7 @@ class OpenTarget:
         openers = self.openers
         if len(openers) >= MAX_OPENERS:
             openers.clear()
-        openers[head, key] = opener
+        openers[head, key, self.bound_topic] = opener
         return opener
 
 
@@ -192,7 +188,7 @@ def open_target(
     marker: Header,
     bound_topic: str,
     fields_codec: RuleCodec | None = None,
-    openers: dict[tuple[bytes, bytes], Opener] | None = None,
+    openers: dict[tuple[bytes, bytes, str], Opener] | None = None,
 ) -> OpenTarget:
     topic = bound_topic.encode("utf-8")
     parts = [b""] * (max(AadProfile) + 1)
@@ -216,13 +212,14 @@ def open_simple(
     warmed = False
     append = out.append
     new_message = fast_message
-    last_topic, target = None, None
+    last_topic, target, bound = None, None, ""
     for index, msg in enumerate(msgs):
         if msg.error() is not None:
             return index
         topic = msg.topic()
         if topic != last_topic:
             last_topic, target = topic, target_of(topic)
+            bound = "" if target is None else target.bound_topic
         headers = msg.headers()
         value = msg.value()
         key = msg.key()
@@ -246,7 +243,7 @@ def open_simple(
         if rest and any(name == RECORD_HEADER_NAME for name, _ in rest):
             return index
         head = value[:_HEADER_END]
-        opener = target.openers.get((head, key)) or target.opener(head, key)
+        opener = target.openers.get((head, key, bound)) or target.opener(head, key)
         if opener is None:
             return index
         key_id, aad, subject = opener

@@ -346,7 +346,7 @@ class DecryptingConsumer:
         target = None
         if codec.rule.subject.source == "key" and codec.schema is None:  # schema mode: the per-record path
             fields_codec = codec if codec.fields is not None else None
-            target = open_target(codec.marker, bound, fields_codec, self._ciphers.openers(bound))
+            target = open_target(codec.marker, bound, fields_codec, self._ciphers.openers)
         self._open_targets[topic] = target
         return target
 

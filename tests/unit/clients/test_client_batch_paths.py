@@ -257,15 +257,17 @@ def test_openers_are_built_once_per_key_and_subject_hold_no_key_and_stay_bounded
     subjects = [subject_key(f"c-{i}") for i in range(5)]
     keys = Keys({k.key_id: k.key for k in subjects})
     ciphers = KeyCiphers(keys)
-    target = open_target(codec.marker, "orders.enc", None, ciphers.openers("orders.enc"))
+    target = open_target(codec.marker, "orders.enc", None, ciphers.openers)
     msgs = [sealed_message(codec, k, i) for i, k in enumerate(subjects[:2] * 3)]
     out: list[DecryptedMessage] = []
     assert open_simple(msgs, lambda _: target, ciphers, out, {}) == 6
     assert [m.value for m in out] == [b'{"a": 1}'] * 6
-    assert len(target.openers) == 2  # one per (envelope header, record key)
+    assert len(target.openers) == 2  # one per (envelope header, record key, bound topic)
     # the next consumer of the table (a restart, a new group member) finds them built
-    assert open_target(codec.marker, "orders.enc", None, ciphers.openers("orders.enc")).openers == target.openers
-    assert ciphers.openers("other.enc") == {}
+    assert open_target(codec.marker, "orders.enc", None, ciphers.openers).openers is ciphers.openers
+    mirrored = open_target(codec.marker, "other.enc", None, ciphers.openers)  # bound to another topic
+    assert open_simple(msgs[:1], lambda _: mirrored, ciphers, out, {}) == 0  # not under this topic's AAD
+    assert len(ciphers.openers) == 3
     kept = b"".join(key_id + aad + subject.encode() for key_id, aad, subject in target.openers.values())
     assert not any(k.key in kept for k in subjects)  # the AAD and the key id, never the key
     more = [sealed_message(codec, k, 10 + i) for i, k in enumerate(subjects[2:])]
@@ -274,7 +276,7 @@ def test_openers_are_built_once_per_key_and_subject_hold_no_key_and_stay_bounded
     not_utf8 = Message(topic="orders.enc", partition=0, offset=20, key=b"\xff", value=msgs[0].value(),
                        headers=msgs[0].headers(), timestamp=(1, 1))  # fmt: skip
     assert open_simple([not_utf8], lambda _: target, ciphers, out, {}) == 0  # the per-record path judges it
-    assert (msgs[0].value()[:21], b"\xff") not in target.openers
+    assert not any(key == b"\xff" for _, key, _ in target.openers)
 
 
 FIELDS_RULE = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.total"]})
