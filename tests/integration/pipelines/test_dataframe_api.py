@@ -24,6 +24,7 @@ from strongroom.kms.api import Kms
 from strongroom.kms.registry import kms_from_config
 from strongroom.rules import EncryptionRules
 from strongroom.spark.dataframes import decrypt_dataframe, encrypt_dataframe
+from strongroom.testing.spark_kafka import read_topic
 
 FIELDS = ["$.name", "$.email", "$.address"]
 SparkFailure = (PySparkException, Py4JJavaError)
@@ -46,16 +47,6 @@ def table(pipeline_env: Any, kms: Kms) -> Iterator[KeyTable]:
     t = KeyTable(pipeline_env.client, kms, topic=pipeline_env.keys_topic).open()
     yield t
     t.close()
-
-
-def read_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
-    return (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("includeHeaders", "true")
-        .load()
-    )
 
 
 def write_topic(df: DataFrame, bootstrap: str) -> None:

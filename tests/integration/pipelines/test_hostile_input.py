@@ -21,6 +21,7 @@ from strongroom.spark.dataframes import decrypt_dataframe
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.results import DecryptResult
+from strongroom.testing.spark_kafka import read_topic
 
 FIELDS = {"mode": "fields", "fields": ["$.name", "$.email"]}
 MARKED = [("strongroom.enc", b"\x01\x02")]
@@ -136,13 +137,7 @@ def test_decrypt_dataframe_is_encrypted_only_by_default(spark: SparkSession, pip
     escaped = json.dumps(doc).replace('"sr1:', '"\\u0073r1:').encode()
     producer.produce(enc, key=b"escaped", value=escaped)  # unmarked too, and no raw "sr1:" anywhere
     assert producer.flush(10) == 0
-    frame = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", env.bootstrap)
-        .option("subscribe", enc)
-        .option("includeHeaders", "true")
-        .load()
-    )
+    frame = read_topic(spark, env.bootstrap, enc)
     rules = {"rules": [{"topic": enc, **FIELDS}]}
     with KeyTable(env.client, kms_from_config(env.kms_config), topic=env.keys_topic) as keys:
         strict = {

@@ -31,6 +31,7 @@ from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.testing.forwarder import TcpForwarder
 from strongroom.testing.schema_formats import Format, bad_schema_records, customer_events, make_format, registry_client
 from strongroom.testing.schema_registry import SchemaRegistryServer
+from strongroom.testing.spark_kafka import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -127,10 +128,7 @@ def test_avro_fields_sealed_by_either_engine_open_on_the_other_and_erase_by_poli
     _check_erased([serde.deserialize(m.value()) for m in env.read(f"{topic}.after")], events, victim)
 
     # decrypt_dataframe reads the same records in any Spark job, with the same outcome
-    frame = (
-        spark.read.format("kafka").option("kafka.bootstrap.servers", env.bootstrap).option("subscribe", f"{topic}.enc")
-        .option("includeHeaders", "true").load()
-    )  # fmt: skip
+    frame = read_topic(spark, env.bootstrap, f"{topic}.enc")
     with KeyTable(env.client, kms_from_config(env.kms_config), topic=env.keys_topic).open() as table:
         enc_rules = _rules(f"{topic}.enc", subject={"source": "json", "path": "$.customer_id"})
         rows = decrypt_dataframe(frame, enc_rules, keys=table, schema_registry=RegistrySettings(url=url)).collect()

@@ -13,6 +13,7 @@ from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import build_consumer, build_producer
 from strongroom.spark.kafka_sink import TransactionalSinkConfig, write_exactly_once
 from strongroom.testing.kafka_cluster import KafkaCluster
+from strongroom.testing.spark_kafka import read_topic
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes, bytes]]:
@@ -57,13 +58,7 @@ def test_replayed_batches_are_written_once(
     for i in range(1000):
         producer.produce(src, key=f"k{i % 37}".encode(), value=f"v{i}".encode(), headers=[("h", b"1")])
     producer.flush(30)
-    df = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", src)
-        .option("includeHeaders", "true")
-        .load()
-    )
+    df = read_topic(spark, bootstrap, src)
     config = TransactionalSinkConfig(bootstrap, unique_name("sink"))
     first = write_exactly_once(sink_frame(df, dst), config)
     assert sum(r.written for r in first) == 900
@@ -124,13 +119,7 @@ def test_the_jvm_sinks_copy_writes_every_record_as_it_is_once_and_the_python_sin
     assert producer.flush(30) == 0
 
     def batch() -> DataFrame:
-        return (
-            spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", src)
-            .option("includeHeaders", "true")
-            .load()
-        )
+        return read_topic(spark, bootstrap, src)
 
     config = TransactionalSinkConfig(bootstrap, unique_name("jvm-copy"))
     tasks = jvm_tasks(spark, copy_settings(config, {src: dst}))
