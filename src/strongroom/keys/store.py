@@ -409,11 +409,9 @@ class KeyStore:
 
     def _select_in(self, query: str, values: Sequence[Any], suffix: str = "") -> Iterator[tuple[Any, ...]]:
         """Rows of ``query WHERE … IN (values)`` in chunks of 500 values (SQLite's parameter limit)."""
-        for start in range(0, len(values), 500):
-            chunk = list(values[start : start + 500])
+        for placeholders, chunk in _in_chunks(values):
             with self._lock:
-                sql = f"{query} IN ({','.join('?' * len(chunk))}){suffix}"  # values are bound, never inlined
-                rows = self._db.execute(sql, chunk).fetchall()
+                rows = self._db.execute(f"{query} IN ({placeholders}){suffix}", chunk).fetchall()
             yield from rows
 
     def keys_many(self, key_ids: Sequence[bytes]) -> dict[bytes, StoredKey]:
@@ -560,15 +558,21 @@ _LEASED_KEYS: Final = (
 )
 
 
+def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
+    """``values`` in chunks of 500 (SQLite's parameter limit), each with its ``?,?,…`` placeholders: the
+    values are bound, never inlined."""
+    for start in range(0, len(values), 500):
+        chunk = list(values[start : start + 500])
+        yield ",".join("?" * len(chunk)), chunk
+
+
 def _apply_leases(db: sqlite3.Connection, partition: int, offset: int, leases: SealLeases) -> bytes:
     """Grant each entry, in order, if its key (live, in this partition, written before the record, not
     exhausted) stays within the record's bound with it; an entry that does not fit marks the key exhausted.
     Every reader decides the same. A few queries for the whole record; one byte per entry, 1 granted."""
     key_ids = list(dict.fromkeys(key_id for key_id, _ in leases.entries))
     state: dict[bytes, list[int]] = {}  # key id → [sealed, exhausted] of keys the leases may use
-    for start in range(0, len(key_ids), 500):
-        chunk = key_ids[start : start + 500]
-        placeholders = ",".join("?" * len(chunk))  # the values are bound, never inlined
+    for placeholders, chunk in _in_chunks(key_ids):
         rows = db.execute(f"{_LEASED_KEYS} ({placeholders})", (partition, offset, *chunk))
         for key_id, sealed, exhausted in rows:
             state[bytes(key_id)] = [int(sealed), int(exhausted)]
