@@ -55,6 +55,9 @@ READER_DEFAULTS: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
     "max.partition.fetch.bytes": 16 * 1024 * 1024,
     "queued.min.messages": 200_000,
+    # After a fetch that filled the local queue librdkafka waits this long before the next (1 s by
+    # default), even once the reader has emptied the queue: 2.3x the records/s of a 1 KB topic here.
+    "fetch.queue.backoff.ms": 10,
     "fetch.wait.max.ms": 100,
     "socket.nagle.disable": True,
     "reconnect.backoff.ms": 250,
@@ -131,8 +134,10 @@ class _RangeRead:
     def _fetch(self) -> list[Any]:
         from confluent_kafka import KafkaException
 
+        from strongroom.kafka.transport import consume_ready
+
         try:
-            msgs: list[Any] = self.consumer.consume(num_messages=self.batch_size, timeout=0.5)
+            msgs: list[Any] = consume_ready(self.consumer, self.batch_size, 0.5)
             return msgs
         except KafkaException as exc:
             raise KafkaReadError(

@@ -81,6 +81,21 @@ def error_code(exc: BaseException) -> int | None:
     return int(code()) if callable(code) else None
 
 
+# ------------------------------------------------------------------------------------- reading
+def consume_ready(consumer: Consumer, limit: int, wait: float) -> list[Any]:
+    """Up to ``limit`` messages without waiting for ``limit``: the first within ``wait``, then whatever
+    else librdkafka has already fetched.
+
+    ``consumer.consume(limit, wait)`` returns early only once it holds ``limit`` messages, so a reader
+    whose fetch queue is bounded below ``limit`` (or that is simply keeping up) waits the whole ``wait``
+    on every call: a catching-up key table spent 60 % of its time there.
+    """
+    first: list[Any] = consumer.consume(1, wait)
+    if not first or limit <= 1:
+        return first
+    return first + consumer.consume(limit - 1, 0)
+
+
 # ------------------------------------------------------------------------------------- the questions
 def watermarks(consumer: Consumer, topic: str, partition: int, *, timeout: float = 15.0) -> tuple[int, int]:
     """``(log start, high watermark)`` from the partition's leader; :class:`KafkaError` naming the

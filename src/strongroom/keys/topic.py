@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 
 from strongroom.errors import KafkaError, StrongroomError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
+from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
 from strongroom.keys.murmur2 import partition_for, subject_partition
@@ -339,7 +339,7 @@ class KeysTopic:
     def _scan_fetch(self, consumer: Any, ends: dict[int, int]) -> Iterator[RawRecord]:
         """The records of one fetch below their partition's end; a partition whose end is reached (or
         compacted past) leaves ``ends``."""
-        for msg in consumer.consume(1000, 0.5):
+        for msg in consume_ready(consumer, 1000, 0.5):
             err = msg.error()
             if err is not None and err.code() != RdKafkaError._PARTITION_EOF:
                 if err.fatal():
