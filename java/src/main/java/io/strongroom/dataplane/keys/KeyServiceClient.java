@@ -9,6 +9,9 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
 import javax.net.ssl.SSLSocket;
 
 /**
@@ -17,6 +20,9 @@ import javax.net.ssl.SSLSocket;
  * frames {@code {"op", "args"}} answered by {@code {"ok": true, "result"}} or
  * {@code {"ok": false, "error": {"problem", "hint"}}}. One connection, one request at a time; a
  * connection the driver closed is reopened once (as the Python client does).
+ *
+ * <p>Every request names the erasure generation this executor has seen; the answer's erasures are applied to
+ * {@link ExecutorKeys} before the answer is returned, as {@code KeyServiceClient.call} does in Python.
  */
 public final class KeyServiceClient implements AutoCloseable {
     /** Largest response frame accepted (keys for every subject of a batch), as in Python. */
@@ -29,7 +35,12 @@ public final class KeyServiceClient implements AutoCloseable {
     private final KeyServiceSpec spec;
     private final PinnedTls tls;
     private final int readTimeoutMillis;
+    private final ExecutorKeys keys;
     private Connection connection;
+
+    /** An answer and the erasure generation it was given at ({@link ExecutorKeys#UNKNOWN}: none reported). */
+    public record Answer(JsonNode result, long generation) {
+    }
 
     /** An open, authenticated connection. */
     private record Connection(SSLSocket socket, DataInputStream in, DataOutputStream out) {
@@ -39,12 +50,29 @@ public final class KeyServiceClient implements AutoCloseable {
         this.spec = spec;
         this.tls = new PinnedTls(spec.certificatePem());
         this.readTimeoutMillis = readTimeoutMillis;
+        this.keys = ExecutorKeys.of(spec);
+    }
+
+    /** The keys this executor holds from this client's service. */
+    public ExecutorKeys keys() {
+        return keys;
     }
 
     /** Send one request; the result, or a {@link KeyServiceException} with the service's problem and hint. */
-    public synchronized JsonNode call(String op, ObjectNode args) {
+    public JsonNode call(String op, ObjectNode args) {
+        return exchange(op, args).result();
+    }
+
+    /** {@link #call}, with the erasure generation of the answer (its erasures already applied to {@link #keys}). */
+    public synchronized Answer exchange(String op, ObjectNode args) {
         ObjectNode request = JSON.createObjectNode().put("op", op);
         request.set("args", args);
+        long generation = keys.generation();
+        if (generation == ExecutorKeys.UNKNOWN) {
+            request.putNull("erasure_generation");
+        } else {
+            request.put("erasure_generation", generation);
+        }
         JsonNode response = null;
         for (int attempt = 1; response == null; attempt++) {
             try {
@@ -59,7 +87,22 @@ public final class KeyServiceClient implements AutoCloseable {
                 }
             }
         }
-        return resultOf(response);
+        JsonNode result = resultOf(response);
+        return new Answer(result, followErasures(response.path("erasures")));
+    }
+
+    /** Apply an answer's {@code erasures} to this executor's keys; the answer's generation. */
+    private long followErasures(JsonNode erasures) {
+        if (!erasures.isObject() || !erasures.path("generation").canConvertToLong()) {
+            return ExecutorKeys.UNKNOWN;
+        }
+        long generation = erasures.get("generation").asLong();
+        List<byte[]> erased = new ArrayList<>();
+        for (JsonNode id : erasures.path("key_ids")) {
+            erased.add(Base64.getDecoder().decode(id.asText()));
+        }
+        keys.follow(generation, erased, erasures.path("reset").asBoolean(false));
+        return generation;
     }
 
     private static String describe(IOException e) {

@@ -21,6 +21,7 @@ import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.json.OnErased;
 import io.strongroom.dataplane.json.SealedFields;
+import io.strongroom.dataplane.keys.ExecutorKeys;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import io.strongroom.dataplane.keys.KeyServiceException;
 import io.strongroom.dataplane.schema.SchemaEngineException;
@@ -36,7 +37,8 @@ import java.util.Map;
 /**
  * Opens every whole value (or the rule's sealed JSON fields) of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
  * {@code strongroom/spark/row_transforms.py} and {@code clients/sealing.py}: one key-service request per
- * chunk for every (key id, subject) the chunk's records were sealed under, then per record the same
+ * chunk for every (key id, subject) the chunk's records were sealed under that this executor does not hold
+ * ({@link ExecutorKeys}), then per record the same
  * outcomes (opened, passed through, erased, pending, failed) with the same reasons, routed by the same
  * policies (erased: drop or mark; failed: fail, dead-letter or skip; pending: the pending topic).
  */
@@ -48,6 +50,8 @@ final class DecryptRecords implements RecordTransform {
     static final String FAILED = "failed";
     static final String ERASED = "erased";
     static final String PENDING = "pending";
+    /** The driver's state of a key it hands out. */
+    private static final String AVAILABLE = "available";
 
     private final SinkSettings settings;
     private final SinkSettings.DecryptPlan decrypt;
@@ -118,9 +122,17 @@ final class DecryptRecords implements RecordTransform {
         return Base64.getEncoder().encodeToString(keyId) + "\u0000" + subject;
     }
 
-    /** Every (key id, subject) the chunk needs, asked once, in order; the driver's answer per pair. */
+    /** A (key id, subject) a chunk needs. */
+    private record Pair(byte[] keyId, String subject) {
+    }
+
+    /**
+     * Every (key id, subject) the chunk needs, each once: an available key this executor holds
+     * ({@link ExecutorKeys}), else the driver's answer. One request per chunk, always: its answer carries the
+     * erasures since the last request, applied before any held key is used.
+     */
     private Map<String, KeyState> keyStates(List<SourceRecord> records) {
-        Map<String, String[]> requests = new LinkedHashMap<>();
+        Map<String, Pair> pairs = new LinkedHashMap<>();
         for (SourceRecord record : records) {
             List<byte[]> keyIds = keyIds(record, plan(record));
             if (keyIds.isEmpty()) {
@@ -129,35 +141,71 @@ final class DecryptRecords implements RecordTransform {
             Object subject = EncryptRecords.subjectOf(plan(record), record, schemaCodec);
             if (subject instanceof EncryptRecords.Subject s) {
                 for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
-                    requests.putIfAbsent(pairKey(keyId, s.text()),
-                            new String[] {Base64.getEncoder().encodeToString(keyId), s.text()});
+                    pairs.putIfAbsent(pairKey(keyId, s.text()), new Pair(keyId, s.text()));
                 }
             }
         }
         Map<String, KeyState> states = new HashMap<>();
-        if (requests.isEmpty()) {
+        if (pairs.isEmpty()) {
             return states;
         }
-        ObjectNode args = JSON.createObjectNode();
-        ArrayNode pairs = args.putArray("pairs");
-        for (String[] pair : requests.values()) {
-            pairs.addArray().add(pair[0]).add(pair[1]);
+        ExecutorKeys held = service.keys();
+        long now = System.nanoTime();
+        Map<String, Pair> ask = new LinkedHashMap<>();
+        pairs.forEach((key, pair) -> {
+            if (!held.canOpen(pair.keyId(), pair.subject(), now)) {
+                ask.put(key, pair);
+            }
+        });
+        while (true) {
+            askDriver(ask, states, held, now);
+            Map<String, Pair> missed = new LinkedHashMap<>();
+            pairs.forEach((key, pair) -> {
+                if (!states.containsKey(key)) {
+                    byte[] dek = held.openKey(pair.keyId(), pair.subject(), now);
+                    if (dek == null) {
+                        missed.put(key, pair);
+                    } else {
+                        states.put(key, new KeyState(AVAILABLE, dek, null));
+                    }
+                }
+            });
+            if (missed.isEmpty()) {
+                return states;
+            }
+            ask.clear(); // an erasure in the answer removed them: the driver decides again
+            ask.putAll(missed);
         }
-        JsonNode answer = service.call("decrypt_keys", args);
-        if (!answer.isArray() || answer.size() != requests.size()) {
-            throw new IllegalStateException("the key service answered " + answer.size() + " keys for "
-                    + requests.size() + " asked");
+    }
+
+    /** The driver's answer for each pair of {@code ask}; available keys are kept in {@code held}. */
+    private void askDriver(Map<String, Pair> ask, Map<String, KeyState> states, ExecutorKeys held, long now) {
+        ObjectNode args = JSON.createObjectNode();
+        ArrayNode list = args.putArray("pairs");
+        Base64.Encoder b64 = Base64.getEncoder();
+        for (Pair pair : ask.values()) {
+            list.addArray().add(b64.encodeToString(pair.keyId())).add(pair.subject());
+        }
+        KeyServiceClient.Answer answer = service.exchange("decrypt_keys", args);
+        JsonNode result = answer.result();
+        if (!result.isArray() || result.size() != ask.size()) {
+            throw new IllegalStateException("the key service answered " + result.size() + " keys for "
+                    + ask.size() + " asked");
         }
         int i = 0;
-        for (String key : requests.keySet()) {
-            JsonNode entry = answer.get(i++);
+        for (Map.Entry<String, Pair> asked : ask.entrySet()) {
+            JsonNode entry = result.get(i++);
             JsonNode dek = entry.get(1);
             JsonNode reason = entry.get(2);
-            states.put(key, new KeyState(entry.get(0).asText(),
+            KeyState state = new KeyState(entry.get(0).asText(),
                     dek == null || dek.isNull() ? null : Base64.getDecoder().decode(dek.asText()),
-                    reason == null || reason.isNull() ? null : reason.asText()));
+                    reason == null || reason.isNull() ? null : reason.asText());
+            states.put(asked.getKey(), state);
+            if (AVAILABLE.equals(state.state()) && state.dek() != null) {
+                held.keepOpen(asked.getValue().keyId(), asked.getValue().subject(), state.dek(), answer.generation(),
+                        now);
+            }
         }
-        return states;
     }
 
     /** Every subject key id a value was sealed under, without decrypting (empty: no envelope found). */
@@ -301,7 +349,7 @@ final class DecryptRecords implements RecordTransform {
             case "foreign":
                 throw new NotOpened(FAILED, "ForeignKey: " + (state.reason() != null ? state.reason()
                         : "key " + hex + " belongs to another subject"));
-            case "available":
+            case AVAILABLE:
                 if (state.dek() != null) {
                     return state.dek();
                 }

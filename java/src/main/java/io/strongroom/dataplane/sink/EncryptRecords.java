@@ -15,6 +15,7 @@ import io.strongroom.dataplane.codec.WireIds;
 import io.strongroom.dataplane.json.DocumentReader;
 import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
+import io.strongroom.dataplane.keys.ExecutorKeys;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import io.strongroom.dataplane.keys.KeyServiceException;
 import io.strongroom.dataplane.schema.SchemaEngineException;
@@ -23,15 +24,16 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
  * {@code strongroom/spark/row_transforms.py}: the same order of decisions and the same reasons (subject
  * missing, too large before or after sealing), one key-service request per chunk, the marker header
- * first. The keys live in this object for one chunk only.
+ * first. The chunk's keys are copies, overwritten after the chunk; the executor keeps its own in
+ * {@link ExecutorKeys}.
  */
 final class EncryptRecords implements RecordTransform {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -41,6 +43,12 @@ final class EncryptRecords implements RecordTransform {
             RecordMarker.headerValue(ValueMode.JSON_FIELDS));
     private static final SourceRecord.Header SCHEMA_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
             RecordMarker.headerValue(ValueMode.SCHEMA_FIELDS));
+
+    /**
+     * Seals asked for a key at least, whatever the chunk needs: the rest serves the next chunks of this executor.
+     * Charged to the key's usage limit when asked; unused when the executor ends, never used by anyone else.
+     */
+    static final int SEAL_ALLOWANCE = 1024;
 
     private final SinkSettings settings;
     private final KeyServiceClient service;
@@ -208,31 +216,78 @@ final class EncryptRecords implements RecordTransform {
 
     /**
      * Keys for the chunk's subjects of one source topic; {@code seals} (records per subject) is charged to the keys'
-     * usage limits.
+     * usage limits. One request per chunk and topic, always, for what this executor's keys cannot serve: its
+     * answer carries the erasures since the last request, applied before any held key is used. A key from the
+     * driver comes with {@link #SEAL_ALLOWANCE} seals at least; what the chunk does not use stays with the
+     * executor's keys for the next chunks.
      */
     private Map<String, SubjectKey> keysFor(String topic, Map<String, Integer> seals) {
+        ExecutorKeys held = service.keys();
+        Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
+        Map<String, Integer> ask = new LinkedHashMap<>();
+        long now = System.nanoTime();
+        seals.forEach((subject, count) -> {
+            if (!held.canSeal(topic, subject, count, now)) {
+                ask.put(subject, count);
+            }
+        });
+        for (int round = 1; ; round++) {
+            askDriver(topic, ask, keys, held, now);
+            Map<String, Integer> missed = new LinkedHashMap<>();
+            seals.forEach((subject, count) -> {
+                if (!keys.containsKey(subject)) {
+                    ExecutorKeys.Key key = held.takeSeals(topic, subject, count, now);
+                    if (key == null) {
+                        missed.put(subject, count);
+                    } else {
+                        keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek()));
+                    }
+                }
+            });
+            if (missed.isEmpty()) {
+                return keys;
+            }
+            if (round == 3) { // erasures or other tasks keep taking them: ask for exactly what is missing
+                askDriver(topic, missed, keys, null, now);
+                return keys;
+            }
+            ask.clear(); // an erasure in the answer removed them, or another task took their seals
+            ask.putAll(missed);
+        }
+    }
+
+    /** Ask the driver for {@code ask}'s keys (allowances kept in {@code held}; null: exactly the chunk's seals). */
+    private void askDriver(String topic, Map<String, Integer> ask, Map<String, SubjectKey> keys, ExecutorKeys held,
+            long now) {
         ObjectNode args = JSON.createObjectNode();
         args.put("topic", topic);
         ArrayNode list = args.putArray("subjects");
         ArrayNode counts = args.putArray("seals");
-        seals.forEach((subject, count) -> {
+        ask.forEach((subject, count) -> {
             list.add(subject);
-            counts.add(count);
+            counts.add(held == null ? count : Math.max(count, SEAL_ALLOWANCE));
         });
-        Set<String> subjects = seals.keySet();
-        JsonNode answer = service.call("encrypt_keys", args);
+        KeyServiceClient.Answer answer = service.exchange("encrypt_keys", args);
         Base64.Decoder b64 = Base64.getDecoder();
-        Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
-        for (String subject : subjects) {
-            JsonNode entry = answer.get(subject);
+        for (Map.Entry<String, Integer> wanted : ask.entrySet()) {
+            String subject = wanted.getKey();
+            JsonNode entry = answer.result().get(subject);
             if (entry == null || !entry.isArray() || entry.size() != 3) {
                 throw new IllegalStateException("the key service sent no key for a subject it was asked for");
             }
-            keys.put(subject, entry.get(2).asBoolean()
-                    ? new SubjectKey(new SubjectKeyRef(b64.decode(entry.get(0).asText())),
-                            b64.decode(entry.get(1).asText())) : null);
+            if (!entry.get(2).asBoolean()) {
+                keys.put(subject, null);
+                continue;
+            }
+            byte[] keyId = b64.decode(entry.get(0).asText());
+            byte[] dek = b64.decode(entry.get(1).asText());
+            keys.put(subject, new SubjectKey(new SubjectKeyRef(keyId), dek));
+            int count = wanted.getValue();
+            if (held != null) {
+                held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count,
+                        answer.generation(), now);
+            }
         }
-        return keys;
     }
 
     private Verdict verdict(SourceRecord record, Object subject, Map<String, SubjectKey> keys) {

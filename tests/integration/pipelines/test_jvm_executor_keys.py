@@ -1,0 +1,130 @@
+"""The JVM executor's keys (``ExecutorKeys``): held across chunks and batches, dropped when erased.
+
+A JVM task asks the driver's key service only for the keys its executor does not hold yet; every
+request still carries the executor's erasure generation, and the answer's erasures are applied before
+any held key is used. Real cluster, real key table and key service, the JVM engine in Spark; what the
+driver was asked is recorded at the job's key-service handler.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from strongroom.keys.erasure import erase
+from strongroom.policies import Engine
+from strongroom.spark.jobs.decrypt import DecryptJob
+from strongroom.spark.jobs.encrypt import EncryptJob
+
+pytestmark = pytest.mark.integration
+
+SUBJECTS = (b"alice", b"bob", b"carol")
+#: ``EncryptRecords.SEAL_ALLOWANCE``: seals charged per key asked for, the rest held for later chunks.
+SEAL_ALLOWANCE = 1024
+
+
+def _records(batch: int) -> list[tuple[bytes | None, bytes | None]]:
+    return [(s, json.dumps({"batch": batch, "n": n, "who": s.decode()}).encode()) for s in SUBJECTS for n in range(4)]
+
+
+def _record_asks(monkeypatch: pytest.MonkeyPatch, job_class: Any, op: str) -> list[dict[str, Any]]:
+    """What the driver's key service is asked for ``op``: each request's args, in order."""
+    asked: list[dict[str, Any]] = []
+    serve = job_class._serve_keys
+
+    def recording(self: Any, called: str, args: dict[str, Any]) -> Any:
+        if called == op:
+            asked.append(json.loads(json.dumps(args)))
+        return serve(self, called, args)
+
+    monkeypatch.setattr(job_class, "_serve_keys", recording)
+    return asked
+
+
+def _erase_and_wait(env: Any, job: Any, subject: str) -> None:
+    before = job.erasures.generation
+    erase(env.client, [subject], reason="executor keys test", topic=env.keys_topic)
+    deadline = time.monotonic() + 30
+    while job.erasures.generation == before:
+        assert time.monotonic() < deadline, "the job's key table did not apply the erasure"
+        time.sleep(0.05)
+
+
+def test_sealing_keys_are_held_across_batches_and_an_erased_one_is_never_used_again(
+    spark: SparkSession, pipeline_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=2)
+    asked = _record_asks(monkeypatch, EncryptJob, "encrypt_keys")
+    job = EncryptJob(spark, env.settings({"rules": [{"topic": topic}]}, "held-seal", engine=Engine.JVM))
+    try:
+        env.produce_raw(topic, _records(1))
+        assert job.run().written == 12  # a job's counts add up over its runs
+        first = Counter(s for args in asked for s in args["subjects"])
+        assert first == Counter(s.decode() for s in SUBJECTS), "each subject's key is asked for once"
+        seals = [n for args in asked for n in args["seals"]]
+        assert seals
+        assert min(seals) >= SEAL_ALLOWANCE, "a key is asked for with an allowance for later chunks"
+
+        _erase_and_wait(env, job, "alice")
+        asked.clear()
+        env.produce_raw(topic, _records(2))
+        assert job.run().written == 24
+        second = Counter(s for args in asked for s in args["subjects"])
+        assert second == Counter({"alice": 1}), "only the erased subject is asked for again"
+        assert asked, "every batch still asks the driver (its answer carries the erasures)"
+    finally:
+        job.close()
+
+    by_subject: dict[bytes, list[tuple[int, bytes]]] = {}
+    for msg in env.read(f"{topic}.enc"):
+        by_subject.setdefault(msg.key(), []).append((msg.offset(), msg.value()[4:20]))
+    for subject, sealed in by_subject.items():
+        key_ids = [key_id for _, key_id in sorted(sealed)]
+        assert len(key_ids) == 8
+        if subject == b"alice":  # the unreadable policy: a throwaway key, never the erased one
+            assert alice_changed(key_ids)
+        else:
+            assert len(set(key_ids)) == 1, f"{subject!r} kept its key across both batches"
+
+
+def alice_changed(key_ids: list[bytes]) -> bool:
+    before, after = key_ids[:4], key_ids[4:]
+    return len(set(before)) == 1 and before[0] not in after
+
+
+def test_opening_keys_are_held_across_batches_and_an_erased_one_is_not_used_again(
+    spark: SparkSession, pipeline_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = pipeline_env
+    topic = env.new_topic(partitions=2)
+    rules = {"rules": [{"topic": topic}]}
+    env.produce_raw(topic, _records(1))
+    env.run(EncryptJob(spark, env.settings(rules, "held-open-enc", engine=Engine.JVM)))
+    asked = _record_asks(monkeypatch, DecryptJob, "decrypt_keys")
+    job = DecryptJob(spark, env.settings({"rules": [{"topic": f"{topic}.enc"}]}, "held-open", engine=Engine.JVM))
+    try:
+        assert job.run().records == {"ok": 12}
+        first = Counter(subject for args in asked for _, subject in args["pairs"])
+        assert first == Counter(s.decode() for s in SUBJECTS), "each (key, subject) is asked for once"
+
+        # a second batch sealed under the same keys, read only after alice is erased
+        env.produce_raw(topic, _records(2))
+        env.run(EncryptJob(spark, env.settings(rules, "held-open-enc", engine=Engine.JVM)))
+        _erase_and_wait(env, job, "alice")
+        asked.clear()
+        second = job.run()  # a job's counts add up over its runs
+        assert second.records == {"ok": 20, "erased": 4}, "alice's records are not opened with the held key"
+        again = Counter(subject for args in asked for _, subject in args["pairs"])
+        assert again == Counter({"alice": 1}), "bob's and carol's keys come from the executor, alice's is asked again"
+    finally:
+        job.close()
+    opened = [json.loads(m.value()) for m in env.read(f"{topic}.decrypted")]
+    assert Counter((o["batch"], o["who"]) for o in opened) == Counter(
+        {(1, "alice"): 4, (1, "bob"): 4, (1, "carol"): 4, (2, "bob"): 4, (2, "carol"): 4}
+    )
