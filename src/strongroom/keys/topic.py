@@ -298,7 +298,8 @@ class KeysTopic:
         consumer = new_consumer(
             self.client,
             "strongroom-keys-scan",
-            {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
+            # fetch again 10 ms after a fetch filled the local queue, not librdkafka's 1 s (keys/follower.py)
+            {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 10},
         )
         try:
             ends, total = self._scan_ends(consumer, wanted, end_offsets)
