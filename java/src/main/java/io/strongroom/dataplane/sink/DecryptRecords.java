@@ -157,25 +157,22 @@ final class DecryptRecords implements RecordTransform {
                 ask.put(key, pair);
             }
         });
-        while (true) {
-            askDriver(ask, states, held, now);
-            Map<String, Pair> missed = new LinkedHashMap<>();
-            pairs.forEach((key, pair) -> {
-                if (!states.containsKey(key)) {
-                    byte[] dek = held.openKey(pair.keyId(), pair.subject(), now);
-                    if (dek == null) {
-                        missed.put(key, pair);
-                    } else {
-                        states.put(key, new KeyState(AVAILABLE, dek, null));
-                    }
+        askDriver(ask, states, held, now);
+        Map<String, Pair> missed = new LinkedHashMap<>();
+        pairs.forEach((key, pair) -> {
+            if (!states.containsKey(key)) {
+                byte[] dek = held.openKey(pair.keyId(), pair.subject(), now);
+                if (dek == null) {
+                    missed.put(key, pair);
+                } else {
+                    states.put(key, new KeyState(AVAILABLE, dek, null));
                 }
-            });
-            if (missed.isEmpty()) {
-                return states;
             }
-            ask.clear(); // an erasure in the answer removed them: the driver decides again
-            ask.putAll(missed);
+        });
+        if (!missed.isEmpty()) { // an erasure in the answer removed them: the driver decides again
+            askDriver(missed, states, held, now);
         }
+        return states;
     }
 
     /** The driver's answer for each pair of {@code ask}; available keys are kept in {@code held}. */

@@ -231,32 +231,28 @@ final class EncryptRecords implements RecordTransform {
                 ask.put(subject, count);
             }
         });
-        for (int round = 1; ; round++) {
-            askDriver(topic, ask, keys, held, now);
-            Map<String, Integer> missed = new LinkedHashMap<>();
-            seals.forEach((subject, count) -> {
-                if (!keys.containsKey(subject)) {
-                    ExecutorKeys.Key key = held.takeSeals(topic, subject, count, now);
-                    if (key == null) {
-                        missed.put(subject, count);
-                    } else {
-                        keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek()));
-                    }
+        askDriver(topic, ask, keys, held, now);
+        Map<String, Integer> missed = new LinkedHashMap<>();
+        seals.forEach((subject, count) -> {
+            if (!keys.containsKey(subject)) {
+                ExecutorKeys.Key key = held.takeSeals(topic, subject, count, now);
+                if (key == null) {
+                    missed.put(subject, count);
+                } else {
+                    keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek()));
                 }
-            });
-            if (missed.isEmpty()) {
-                return keys;
             }
-            if (round == 3) { // erasures or other tasks keep taking them: ask for exactly what is missing
-                askDriver(topic, missed, keys, null, now);
-                return keys;
-            }
-            ask.clear(); // an erasure in the answer removed them, or another task took their seals
-            ask.putAll(missed);
+        });
+        if (!missed.isEmpty()) { // an erasure in the answer removed them, or another task took their seals
+            askDriver(topic, missed, keys, held, now);
         }
+        return keys;
     }
 
-    /** Ask the driver for {@code ask}'s keys (allowances kept in {@code held}; null: exactly the chunk's seals). */
+    /**
+     * Ask the driver for {@code ask}'s keys, each with an allowance of seals; what the chunk does not use is kept
+     * in {@code held}.
+     */
     private void askDriver(String topic, Map<String, Integer> ask, Map<String, SubjectKey> keys, ExecutorKeys held,
             long now) {
         ObjectNode args = JSON.createObjectNode();
@@ -265,7 +261,7 @@ final class EncryptRecords implements RecordTransform {
         ArrayNode counts = args.putArray("seals");
         ask.forEach((subject, count) -> {
             list.add(subject);
-            counts.add(held == null ? count : Math.max(count, SEAL_ALLOWANCE));
+            counts.add(Math.max(count, SEAL_ALLOWANCE));
         });
         KeyServiceClient.Answer answer = service.exchange("encrypt_keys", args);
         Base64.Decoder b64 = Base64.getDecoder();
@@ -283,10 +279,8 @@ final class EncryptRecords implements RecordTransform {
             byte[] dek = b64.decode(entry.get(1).asText());
             keys.put(subject, new SubjectKey(new SubjectKeyRef(keyId), dek));
             int count = wanted.getValue();
-            if (held != null) {
-                held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count,
-                        answer.generation(), now);
-            }
+            held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count, answer.generation(),
+                    now);
         }
     }
 
