@@ -249,6 +249,9 @@ class _PartitionTxn:
                 self.abort(10)  # short: when the brokers are the problem, the next attempt's fencing aborts it
             except Exception as exc:  # noqa: BLE001 - best effort on the way out; the original error wins
                 log.warning("could not abort the transaction of %s[%d]: %s", self.topic, self.partition, exc)
+                # Kept for _fenced: a fenced producer's flush can fail with a bare SystemError from the client,
+                # and then only the abort's own error says the producer was fenced.
+                self.errors.append(str(exc))
 
     def close(self) -> None:
         self.consumer.close()

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import build_consumer, build_producer
+from strongroom.kafka.transport import build_consumer, build_producer, new_producer
 from strongroom.spark.kafka_sink import TransactionalSinkConfig, write_exactly_once
 from strongroom.testing.kafka_cluster import KafkaCluster
 from strongroom.testing.spark_kafka import read_topic
@@ -149,3 +149,29 @@ def test_the_jvm_sinks_copy_writes_every_record_as_it_is_once_and_the_python_sin
         key, headers, timestamp = sent.pop(msg.value())
         assert (msg.key(), msg.headers(), msg.timestamp()[1]) == (key, headers, timestamp)
     assert sent == {}, "every record was copied exactly once"
+
+
+def test_a_fenced_task_says_so_even_when_the_client_fails_without_naming_it(
+    kafka_cluster: KafkaCluster, new_topic: Callable[..., str], unique_name: Callable[[str], str]
+) -> None:
+    """A fenced producer's flush can fail with a bare ``SystemError`` from the client. The task's abort on
+    the way out still meets the fence, and that error is what names the cause (not a generic failure)."""
+    from strongroom.spark.kafka_sink import FATAL_MARK, _PartitionTxn, _task_failure
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = new_topic(partitions=1)
+    config = TransactionalSinkConfig(bootstrap, unique_name("fenced"))
+    txn = _PartitionTxn(config, topic, 0)
+    try:
+        txn.produce(topic, b"k", b"v", None, None)
+        same_id = {"transactional.id": config.transactional_id(topic, 0)}
+        usurper = new_producer(config.client(), {**same_id, "transaction.timeout.ms": config.transaction_timeout_ms})
+        usurper.init_transactions(60)  # the same transactional id, as a second task of the partition would
+        txn.abort_if_open()
+        failure = _task_failure(SystemError("<cimpl.Producer> returned NULL without setting an exception"),
+                                {(topic, 0): txn})  # fmt: skip
+        assert failure is not None
+        assert str(failure).startswith(FATAL_MARK)
+        assert "another producer took over its transactional id" in str(failure)
+    finally:
+        txn.close()
