@@ -148,15 +148,13 @@ public final class ExecutorKeys {
 
     /** Whether {@link #takeSeals} would serve this now (a hint: erasures may still remove it). */
     public synchronized boolean canSeal(String topic, String subject, long seals, long now) {
-        Entry entry = sealing.get(sealingKey(topic, subject));
-        return entry != null && entry.seals >= seals && now - entry.born < MAX_AGE_NANOS;
+        return usable(sealing.get(sealingKey(topic, subject)), seals, now);
     }
 
     /** The subject's key with {@code seals} taken from its allowance, or null (none, too few seals, too old). */
     public synchronized Key takeSeals(String topic, String subject, long seals, long now) {
-        String id = sealingKey(topic, subject);
-        Entry entry = sealing.get(id);
-        if (entry == null || entry.seals < seals || now - entry.born >= MAX_AGE_NANOS) {
+        Entry entry = sealing.get(sealingKey(topic, subject));
+        if (!usable(entry, seals, now)) {
             return null;
         }
         entry.seals -= seals;
@@ -174,17 +172,13 @@ public final class ExecutorKeys {
 
     /** Whether {@link #openKey} would serve this now (a hint: erasures may still remove it). */
     public synchronized boolean canOpen(byte[] keyId, String subject, long now) {
-        Entry entry = opening.get(openingKey(keyId, subject));
-        return entry != null && now - entry.born < MAX_AGE_NANOS;
+        return usable(opening.get(openingKey(keyId, subject)), 0, now);
     }
 
     /** A copy of the available key {@code keyId} for records of {@code subject}, or null. */
     public synchronized byte[] openKey(byte[] keyId, String subject, long now) {
         Entry entry = opening.get(openingKey(keyId, subject));
-        if (entry == null || now - entry.born >= MAX_AGE_NANOS) {
-            return null;
-        }
-        return entry.dek.clone();
+        return usable(entry, 0, now) ? entry.dek.clone() : null;
     }
 
     /** Keep an available key from an answer, if no erasure is newer than the answer. */
@@ -193,6 +187,11 @@ public final class ExecutorKeys {
             return;
         }
         put(opening, openingKey(keyId, subject), new Entry(keyId, dek, now, 0));
+    }
+
+    /** Held, with {@code seals} seals left at least, and younger than {@link #MAX_AGE_NANOS}. */
+    private static boolean usable(Entry entry, long seals, long now) {
+        return entry != null && entry.seals >= seals && now - entry.born < MAX_AGE_NANOS;
     }
 
     private static void put(Map<String, Entry> entries, String id, Entry entry) {
