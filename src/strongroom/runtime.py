@@ -1,14 +1,18 @@
 """Small facts about now, here and who: wall-clock milliseconds, ISO-8601 renderings, the operator's
-name, whether a process lives. One definition each, for every area (audit records, receipts, stores)."""
+name, whether a process lives; and handing freed heap back to the OS. One definition each, for every area
+(audit records, receipts, stores)."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import getpass
 import os
 import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 
 def now_ms() -> int:
@@ -49,3 +53,22 @@ def pid_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state != "Z"
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None  # another C library: nothing to do
+
+
+def release_free_heap() -> None:
+    """Give the pages of freed heap memory back to the OS (glibc's ``malloc_trim``; a no-op elsewhere).
+
+    glibc keeps what a thread freed in that thread's arena, so a background thread that allocates a lot
+    for a moment (SQLite's in-memory journal during a large transaction) keeps the peak resident for good.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
