@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -337,7 +338,10 @@ class EncryptingProducer:
             return None  # subjects of topics under different KEKs: the per-record path asks per topic
         notices = self._sealers.notices()
         keys = self._keys.get_or_create(
-            [item.subject for item in items], topic=batch[0].topic, kms_wait_s=self.kms_outage_wait_s
+            [item.subject for item in items],
+            topic=batch[0].topic,
+            seals=self._simple_seals(batch, items),
+            kms_wait_s=self.kms_outage_wait_s,
         )
         if any(type(key) is not SubjectKey for key in keys.values()):
             return None  # a post-erasure decision: the per-record path applies the policy
@@ -375,6 +379,21 @@ class EncryptingProducer:
                 return None
             append(SealItem(target.out_topic, target.profile, subject, key, value))
         return items
+
+    def _simple_seals(self, batch: list[ProducerRecord], items: list[SealItem]) -> Counter[str]:
+        """How many seals each subject's key makes for the batch (charged to its usage limit): one per
+        record sealed whole, one per selected value in field mode."""
+        targets = self._simple_targets
+        first = targets[batch[0].topic]
+        assert first is not None
+        if first.codec.fields is None:
+            return Counter(item.subject for item in items)
+        seals: Counter[str] = Counter()
+        for record, item in zip(batch, items, strict=True):
+            target = targets[record.topic]
+            assert target is not None
+            seals[item.subject] += target.codec.seal_count(item.value)
+        return seals
 
     def _simple_target(self, topic: str) -> _SimpleTarget | None:
         codec, out_topic = self._codec_for(topic)
@@ -426,6 +445,7 @@ class EncryptingProducer:
     def _plan(self, records: list[ProducerRecord]) -> list[_Plan]:
         plans: list[_Plan] = []
         wanted: dict[str, list[str]] = {}  # per source topic: its rule's KEK wraps the keys
+        seals: Counter[tuple[str, str]] = Counter()  # what each key's usage limit is charged
         for index, record in enumerate(records):
             codec, out_topic = self._codec_for(record.topic)
             plan = _Plan(index, record, normalize_headers(record.headers), out_topic, codec)
@@ -439,7 +459,10 @@ class EncryptingProducer:
             else:
                 plan.subject = subject
                 wanted.setdefault(record.topic, []).append(subject)
-        keys = self._keys.get_or_create_by_topic(wanted, kms_wait_s=self.kms_outage_wait_s) if wanted else {}
+                seals[(record.topic, subject)] += codec.seal_count(record.value)
+        keys = (
+            self._keys.get_or_create_by_topic(wanted, seals=seals, kms_wait_s=self.kms_outage_wait_s) if wanted else {}
+        )
         for plan in plans:
             if plan.outcome is ProduceOutcome.ENCRYPTED and plan.reason is None:
                 self._seal(plan, keys[(plan.record.topic, plan.subject or "")])

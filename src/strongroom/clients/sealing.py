@@ -36,7 +36,9 @@ from strongroom.envelope.json_fields import (
     FieldDocument,
     decrypt_json_fields,
     encrypt_json_fields,
+    fixed_value_count,
     may_hold_envelopes,
+    rule_value_count,
 )
 from strongroom.envelope.jsonpath import FieldRules
 from strongroom.envelope.keyref import KeyRef, SubjectKeyRef
@@ -73,6 +75,7 @@ class RuleCodec:
         if self.schema is not None:
             self.mode = ValueMode.SCHEMA_FIELDS
         self.marker: Header = marker_header(self.mode)
+        self._fixed_seals = fixed_value_count(self.fields) if self.fields is not None else None
         self.profile = rule.profile
         self._key_subject = rule.subject.source == "key"
         self._refs: dict[bytes, SubjectKeyRef] = {}
@@ -93,6 +96,25 @@ class RuleCodec:
         if self.fields is None:
             return seal(value, dek, ref, ctx)
         return encrypt_json_fields(value, self.fields, dek, ref, ctx)
+
+    def seal_count(self, value: bytes) -> int:
+        """How many seals (AES-GCM nonces) sealing ``value`` takes at most: what a record charges its key's
+        usage limit (:mod:`strongroom.keys.usage`). One for a whole value; in field and schema mode one per
+        selected value, each sealed under its own nonce. A value that cannot be read counts one: sealing it
+        fails and the record is rejected."""
+        if self.schema is not None:
+            try:
+                return self.schema.value_count(value)
+            except EnvelopeError:  # a record its schema cannot read (a registry outage goes on)
+                return 1
+        if self.fields is None:
+            return 1
+        if self._fixed_seals is not None:
+            return self._fixed_seals
+        try:
+            return rule_value_count(value, self.fields)
+        except EnvelopeError:
+            return 1
 
     def sealed_headers(self, headers: list[Header]) -> list[Header]:
         return with_marker(headers, self.marker)

@@ -199,6 +199,12 @@ class KeyManager:
         for count in seals.values():
             if count < 0:
                 raise KeysConfigError(f"cannot charge {count} seals (for a subject key)")
+            if count > self.limits.max_seals:
+                raise KeysConfigError(
+                    f"one batch would seal {count} values with one subject's key, more than a key may seal "
+                    f"({self.limits.max_seals}, its usage limit)",
+                    hint="write smaller batches, or raise the usage limit (max_seals)",
+                )
         with self._lock:
             result = dict(keys)
             wanted = {s: n for s, n in seals.items() if n and isinstance(result.get(s), SubjectKey)}

@@ -21,6 +21,7 @@ What follows from it:
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -209,19 +210,30 @@ class KeyRouter:
         return self._cache(topic).get_or_create(subjects, seals=seals, kms_wait_s=kms_wait_s)
 
     def get_or_create_by_topic(
-        self, wanted: Mapping[str, Iterable[str]], *, kms_wait_s: float = 0.0
+        self,
+        wanted: Mapping[str, Iterable[str]],
+        *,
+        seals: Mapping[tuple[str, str], int] | None = None,
+        kms_wait_s: float = 0.0,
     ) -> dict[tuple[str, str], KeyOrDecision]:
-        """Keys for subjects of several topics: ``{(topic, subject): key}``, one request per KEK route."""
-        by_route: dict[KekRoute, tuple[str, list[str]]] = {}
+        """Keys for subjects of several topics: ``{(topic, subject): key}``, one request per KEK route.
+        ``seals[(topic, subject)]`` is how many seals the subject's key makes for that topic (one per
+        subject when not given), charged to its usage limit (:meth:`KeyCache.get_or_create`)."""
+        by_route: dict[KekRoute, tuple[str, list[str], Counter[str]]] = {}
         topics_of: dict[KekRoute, list[str]] = {}
         for topic, subjects in wanted.items():
             route = self.route_for(topic)
-            entry = by_route.setdefault(route, (topic, []))
-            entry[1].extend(subjects)
+            entry = by_route.setdefault(route, (topic, [], Counter()))
+            unique = list(dict.fromkeys(subjects))
+            entry[1].extend(unique)
+            if seals is not None:
+                for subject in unique:
+                    entry[2][subject] += seals.get((topic, subject), 0)
             topics_of.setdefault(route, []).append(topic)
         keys: dict[tuple[str, str], KeyOrDecision] = {}
-        for route, (first_topic, subjects) in by_route.items():
-            found = self.cache_for(first_topic).get_or_create(subjects, kms_wait_s=kms_wait_s)
+        for route, (first_topic, subjects, counts) in by_route.items():
+            charged = dict(counts) if seals is not None else None
+            found = self.cache_for(first_topic).get_or_create(subjects, seals=charged, kms_wait_s=kms_wait_s)
             for topic in topics_of[route]:
                 for subject in wanted[topic]:
                     keys[(topic, subject)] = found[subject]

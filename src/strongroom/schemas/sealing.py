@@ -163,6 +163,18 @@ class SchemaFields:
         return framed.schema_id, self.plan(framed.schema_id).read(framed.payload, validate=validate)
 
     # ------------------------------------------------------------------ sealing
+    def value_count(self, value: bytes) -> int:
+        """How many fields sealing ``value`` seals at most (present targets, sealed or not). Avro and JSON
+        Schema targets outside arrays and maps are counted from the schema alone; the rest from the record."""
+        framed = unframe(value)
+        plan = self.plan(framed.schema_id)
+        if plan.schema_type != "PROTOBUF":
+            targets = plan.targets()
+            if all(step.kind == "field" for target in targets for step in target.steps):
+                return len(targets)
+        decoded = plan.read(framed.payload, validate=False)
+        return len(target_slots(decoded.datum, decoded.targets))
+
     def seal(
         self, value: bytes, dek: bytes, key_ref: KeyRef, ctx: RecordContext, *, usage: DekUsage | None = None
     ) -> bytes:

@@ -14,6 +14,9 @@ cache the input if it is expensive to compute — settle the keys on the driver,
 frame sealed or opened in the JVM (whole values) or on Arrow batches (JSON fields), byte-compatible
 with the streaming pipelines and the client library. ``encrypt_dataframe`` creates missing subject
 keys and flushes them to the keys topic **before it returns**, so the frame can be written anywhere.
+It also charges the keys' usage limits (strongroom.keys.usage) with the seals the frame makes, once:
+computing the frame a second time seals every record again, uncharged, so write it once (or persist
+the encrypted frame first and reuse that).
 
 Fail closed: a record that cannot be encrypted (no subject, not a JSON object in field mode, too
 large) or decrypted (lost KEK, tampered or moved, no key) fails the Spark job that computes the frame
@@ -35,7 +38,9 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from strongroom.envelope.errors import SubjectErased
-from strongroom.errors import ConfigError, KeysError, KmsError, PipelineError
+from strongroom.envelope.json_fields import fixed_value_count, rule_value_count
+from strongroom.envelope.jsonpath import FieldRules
+from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.policies import FrameOnErased, FrameOnFailure, FrameOnReject, choose
 from strongroom.rules import EncryptionRules, TopicRule
@@ -141,7 +146,7 @@ def encrypt_dataframe(
     on_reject = choose("on_reject", on_reject, FrameOnReject, PipelineError)
     require_secure_channel(df.sparkSession, allow_unencrypted=allow_unencrypted_spark_channel)
     rules = _rules(rules, "encrypt_dataframe")
-    source, parts, seen = _split(df, rules, with_subject, "topic", "subject")
+    source, parts, seen = _split(df, rules, with_subject, "topic", "subject", weight=_seal_count)
     keys_frame = _encrypt_keys_frame(source.sparkSession, keys, seen)
     frames = []
     for part, rule in zip(parts, rules.rules, strict=True):
@@ -161,18 +166,32 @@ def encrypt_dataframe(
 
 def _encrypt_keys_frame(spark: SparkSession, keys: KeyCache | KeyManager | KeyRouter, seen: list[Row]) -> DataFrame:
     """The keys of the frame's subjects, settled on the driver: per subject, or per source topic and subject
-    when ``keys`` is a :class:`~strongroom.keys.router.KeyRouter` (each topic's rule names its KEK)."""
+    when ``keys`` is a :class:`~strongroom.keys.router.KeyRouter` (each topic's rule names its KEK). Each key's
+    usage limit is charged the seals the frame makes with it (``seen``'s ``seals``), once: computing the
+    returned frame again seals again, uncharged, so write it once (or persist it first)."""
+    from strongroom.keys.manager import KeyManager
     from strongroom.keys.router import KeyRouter
 
     if not isinstance(keys, KeyRouter):
-        subjects = sorted({r["subject"] for r in seen if r["subject"] is not None})
-        decided = keys.get_or_create(subjects) if subjects else {}
+        seals: dict[str, int] = {}
+        for row in seen:
+            if row["subject"] is not None:
+                seals[row["subject"]] = seals.get(row["subject"], 0) + row["seals"]
+        subjects = sorted(seals)
+        if not subjects:
+            decided = {}
+        elif isinstance(keys, KeyManager):
+            decided = keys.charge(keys.get_or_create(subjects), seals)
+        else:
+            decided = keys.get_or_create(subjects, seals=seals)
         return spark.createDataFrame(encrypt_key_rows(decided), ENCRYPT_KEYS_SCHEMA)
     wanted: dict[str, list[str]] = {}
+    charged: dict[tuple[str, str], int] = {}
     for row in seen:
         if row["subject"] is not None:
             wanted.setdefault(row["topic"], []).append(row["subject"])
-    found = keys.get_or_create_by_topic(wanted) if wanted else {}
+            charged[(row["topic"], row["subject"])] = row["seals"]
+    found = keys.get_or_create_by_topic(wanted, seals=charged) if wanted else {}
     rows = [
         (topic, *row)
         for topic, subjects in wanted.items()
@@ -304,14 +323,23 @@ def _rules(
 
 
 def _split(
-    df: DataFrame, rules: EncryptionRules, annotate: Callable[[DataFrame, TopicRule], DataFrame], *columns: str
+    df: DataFrame,
+    rules: EncryptionRules,
+    annotate: Callable[[DataFrame, TopicRule], DataFrame],
+    *columns: str,
+    weight: Callable[[TopicRule], Column] | None = None,
 ) -> tuple[DataFrame, list[DataFrame], list[Row]]:
     """The checked source, its rows per rule (annotated), and the distinct ``columns`` over all of them
-    (one Spark job). Refuses frames whose topics some rule does not cover."""
+    (one Spark job), with the sum of ``weight`` over each one's rows as ``seals`` when given. Refuses
+    frames whose topics some rule does not cover."""
     source = _source(df)
     _warn_without_io_encryption(source)
     parts = [annotate(source.filter(rule_condition(rules, i)), rule) for i, rule in enumerate(rules.rules)]
-    seen = _union([p.select(*columns) for p in parts]).distinct().collect()
+    if weight is None:
+        seen = _union([p.select(*columns) for p in parts]).distinct().collect()
+    else:
+        weighed = [p.select(*columns, weight(rule).alias("seals")) for p, rule in zip(parts, rules.rules, strict=True)]
+        seen = _union(weighed).groupBy(*columns).agg(F.sum("seals").cast("long").alias("seals")).collect()
     _check_covered(source, rules)
     return source, parts, seen
 
@@ -338,6 +366,33 @@ def _check_covered(df: DataFrame, rules: EncryptionRules) -> None:
             f"no rule matches the frame's topics {', '.join(sorted(stray))}",
             hint="add rules for them, or filter the frame to the topics the rules cover",
         )
+
+
+def _seal_count(rule: TopicRule) -> Column:
+    """How many seals encrypting each record of ``rule`` makes (what it charges its key's usage limit):
+    one for a whole value; one per selected value in field mode, counted in the record when a path has
+    ``[*]`` (:meth:`~strongroom.clients.sealing.RuleCodec.seal_count`)."""
+    value = F.col("value")
+    if rule.mode != "fields":
+        return F.when(value.isNull(), 0).otherwise(1)
+    fixed = fixed_value_count(FieldRules(rule.fields))
+    if fixed is not None:
+        return F.when(value.isNull(), 0).otherwise(fixed)
+    return _field_count_udf(tuple(rule.fields))(value)
+
+
+def _field_count_udf(paths: tuple[str, ...]) -> Callable[[Column], Column]:
+    rules = FieldRules(paths)
+
+    def count(value: bytes | None) -> int:
+        if value is None:
+            return 0
+        try:
+            return rule_value_count(value, rules)
+        except EnvelopeError:
+            return 1  # sealing rejects it: nothing sealed
+
+    return F.udf(count, "int")
 
 
 def _union(frames: Iterable[DataFrame]) -> DataFrame:

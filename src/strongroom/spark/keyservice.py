@@ -20,8 +20,9 @@ The protocol (docs/pipelines.md, "The key service"; a Java client will speak it 
   "hint"}}``. Bytes travel as base64. An authenticated connection is closed after
   :attr:`KeyService.idle_timeout_s` without a request.
 * ``encrypt_keys`` takes ``{"subjects": [str...], "seals": [int...]}``: ``seals`` (added with the
-  subject-key usage limits; optional, so older clients keep working) says how many records of each
-  subject the batch will seal, aligned with ``subjects``. The driver charges them to the keys' usage
+  subject-key usage limits; optional, so older clients keep working) says how many seals each subject's
+  key makes in the batch, aligned with ``subjects``: one per record sealed whole, one per sealed value in
+  field and schema mode. The driver charges them to the keys' usage
   limits (:mod:`strongroom.keys.usage`) and may answer a subject's *new* key (rotation). A client that
   sends no ``seals`` is charged one seal per subject per request — an undercount when a batch holds
   several records of a subject, so every client should send it.

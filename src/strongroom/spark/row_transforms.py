@@ -119,6 +119,7 @@ class EncryptRows:
         n = len(cols["src_offset"])
         out = _empty_output(n)
         subjects: list[str | None] = [None] * n
+        seals = [0] * n
         reasons: list[str | None] = [None] * n
         for i in range(n):
             rule, codec, _ = self._codecs(cols["src_topic"][i])
@@ -126,13 +127,15 @@ class EncryptRows:
                 continue
             try:
                 subject = codec.subject(cols["key"][i], cols["value"][i], cols["headers"][i])
+                if not isinstance(subject, NoSubject):
+                    seals[i] = codec.seal_count(cols["value"][i])
             except Exception as exc:  # noqa: BLE001 - a bug, not the record's fault: stop, naming the record
                 raise PipelineError(unexpected(cols, i, exc)) from None
             if isinstance(subject, NoSubject):
                 reasons[i] = subject.reason
             else:
                 subjects[i] = subject
-        keys = self._keys(cols["src_topic"], subjects)
+        keys = self._keys(cols["src_topic"], subjects, seals)
         for i in range(n):
             rule, codec, _ = self._codecs(cols["src_topic"][i])
             out_topic = rule.output_for(cols["src_topic"][i])
@@ -167,13 +170,16 @@ class EncryptRows:
             self._reject(out, cols, i, rule, reason)
         return out
 
-    def _keys(self, topics: list[str], subjects: list[str | None]) -> dict[tuple[str, str], tuple[bytes, bytes] | None]:
+    def _keys(
+        self, topics: list[str], subjects: list[str | None], seals: list[int]
+    ) -> dict[tuple[str, str], tuple[bytes, bytes] | None]:
         """The driver's keys for the batch's subjects: one request per source topic (its rule's KEK wraps
-        them), with how many records each key seals here (its usage limit, strongroom.keys.usage)."""
+        them), with how many seals each key makes here: one per sealed value, charged to its usage limit
+        (strongroom.keys.usage)."""
         by_topic: dict[str, Counter[str]] = {}
-        for topic, subject in zip(topics, subjects, strict=True):
+        for topic, subject, count in zip(topics, subjects, seals, strict=True):
             if subject is not None:
-                by_topic.setdefault(topic, Counter())[subject] += 1
+                by_topic.setdefault(topic, Counter())[subject] += count
         assert self._client is not None
         keys: dict[tuple[str, str], tuple[bytes, bytes] | None] = {}
         for topic, counts in by_topic.items():

@@ -3,7 +3,9 @@ client library reading what it wrote, erasure, tampering and rejected records fa
 
 from __future__ import annotations
 
+import base64
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,12 +16,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from strongroom.clients.consumer import DecryptingConsumer
+from strongroom.envelope.codec import parse
+from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import PipelineError
 from strongroom.kafka.transport import build_producer
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.erasure import erase
+from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.manager import KeyManager
 from strongroom.keys.table import KeyTable
+from strongroom.keys.usage import SubjectKeyLimits
 from strongroom.kms.api import Kms
 from strongroom.kms.registry import kms_from_config
 from strongroom.rules import EncryptionRules
@@ -201,3 +207,48 @@ def test_bad_frames_get_clear_errors(spark: SparkSession, pipeline_env: Any, man
     with pytest.raises(PipelineError, match="on_reject='quarantine' is not one of fail, drop"):
         encrypt_dataframe(source, {"rules": [{"topic": topic}]}, keys=manager, on_reject="quarantine")  # type: ignore[arg-type]
     assert manager.counters["created"] == 0  # refused before any key was made
+
+
+def key_ids_in(rows: list[Any], mode: str) -> Counter[bytes]:
+    """How many values each subject key sealed in ``rows`` of an encrypted frame."""
+    found: Counter[bytes] = Counter()
+    for row in rows:
+        envelopes = [bytes(row["value"])]
+        if mode == "fields":
+            document = json.loads(row["value"])
+            texts = [document["email"], *document["cards"]]
+            envelopes = [base64.b64decode(text.removeprefix("sr1:")) for text in texts]
+        for envelope in envelopes:
+            ref = parse(envelope).key_ref
+            assert isinstance(ref, SubjectKeyRef)
+            found[ref.key_id] += 1
+    return found
+
+
+@pytest.mark.parametrize(("mode", "records", "values_per_record"), [("value", 200, 1), ("fields", 80, 3)])
+def test_each_frame_charges_its_keys_one_seal_per_sealed_value(
+    spark: SparkSession, pipeline_env: Any, kms: Kms, mode: str, records: int, values_per_record: int
+) -> None:
+    """A busy subject (a tenant id as the record key) rotates at its key's seal bound across frames; a
+    frame that alone needs more seals of one subject than a key may make is refused, naming the limit."""
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    env.produce_raw(
+        topic,
+        [(b"tenant-1", json.dumps({"email": f"u{i}@example.com", "cards": ["4111", "5500"]}).encode())
+         for i in range(records)],
+    )  # fmt: skip
+    rule = {"topic": topic, "mode": mode, **({"fields": ["$.email", "$.cards[*]"]} if mode == "fields" else {})}
+    limits = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40)
+    with KeyManager(env.client, kms, topic=env.keys_topic, limits=limits) as manager:
+        source = read_topic(spark, env.bootstrap, topic)
+        first = key_ids_in(encrypt_dataframe(source, {"rules": [rule]}, keys=KeyCache(manager)).collect(), mode)
+        second = key_ids_in(encrypt_dataframe(source, {"rules": [rule]}, keys=manager).collect(), mode)
+        assert sum(first.values()) == sum(second.values()) == records * values_per_record
+        # each frame seals under one key per subject; two frames' seals pass the bound, so the second rotates
+        assert len(first) == len(second) == 1
+        assert set(first) != set(second)
+
+        doubled = source.unionByName(source).unionByName(source)
+        with pytest.raises(KeysConfigError, match="more than a key may seal"):
+            encrypt_dataframe(doubled, {"rules": [rule]}, keys=manager)

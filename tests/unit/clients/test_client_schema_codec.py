@@ -93,6 +93,30 @@ def test_seal_then_open_with_the_schema_marker() -> None:
     assert not opened.erased_fields
 
 
+def test_a_schema_record_charges_one_seal_per_tagged_field() -> None:
+    assert RuleCodec(rule(tags=["PII", "PCI"]), schema_registry=registry()).seal_count(value_of(EVENT)) == 2
+    assert RuleCodec(rule(), schema_registry=registry()).seal_count(value_of(EVENT)) == 1
+    # not schema-registry framed: rejected when sealed, so it counts one
+    assert RuleCodec(rule(), schema_registry=registry()).seal_count(b"plain") == 1
+    # tagged array items: counted in the record
+    phones = {
+        "type": "record",
+        "name": "Contact",
+        "fields": [{"name": "phones", "type": {"type": "array", "items": "string"}, "confluent:tags": ["PII"]}],
+    }
+    with_phones = registry()
+    with_phones.preload(12, RegisteredSchema("AVRO", json.dumps(phones)))
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(phones), {"phones": ["1", "2", "3"]})
+    codec = RuleCodec(rule(), schema_registry=with_phones)
+    assert codec.seal_count(frame(12, out.getvalue())) == 3
+    sealed = seal_record(codec, frame(12, out.getvalue()), [], "events.enc", "cust-7", (KEY_ID, DEK), 1 << 20)
+    assert sealed is not None
+    assert not isinstance(sealed, Rejected)
+    written = fastavro.schemaless_reader(io.BytesIO(sealed.value[5:]), fastavro.parse_schema(phones), None)
+    assert [p.startswith("sr1:") for p in written["phones"]] == [True] * 3  # type: ignore[index,union-attr]
+
+
 def test_subject_from_a_field_of_the_record() -> None:
     codec = RuleCodec(rule(subject={"source": "json", "path": "$.customer"}), schema_registry=registry())
     assert codec.subject(None, value_of(EVENT), []) == "cust-7"

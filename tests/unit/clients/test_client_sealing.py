@@ -287,3 +287,20 @@ def test_the_duplicate_key_downgrade_is_rejected_when_sealing() -> None:
     lone = seal_record(codec, b'{"note":"\\ud800"}', [], "orders.enc", "cust-1", (KEY_ID, DEK), 1_000_000)
     assert isinstance(lone, Rejected)
     assert "lone UTF-16 surrogate" in lone.reason
+
+
+def test_a_record_charges_one_seal_per_value_it_seals() -> None:
+    """What each record charges its key's usage limit: every value sealed takes its own nonce."""
+    assert RuleCodec(VALUE_RULE).seal_count(b"anything") == 1
+    fields = RuleCodec(FIELDS_RULE)
+    assert fields.seal_count(json.dumps(DOC).encode()) == 2  # fixed paths: the count needs no parsing
+    assert fields.seal_count(b"{}") == 2  # an upper bound: a missing field seals nothing
+    cards = RuleCodec(
+        TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.email", "$.cards[*].number"]})
+    )
+    three = {"email": "a@b", "cards": [{"number": "4111"}, {"number": "5500"}, {"number": "3400"}]}
+    assert cards.seal_count(json.dumps(three).encode()) == 4
+    assert cards.seal_count(b'{"cards": []}') == 0
+    # a value sealing would reject counts one (it is never sealed)
+    assert cards.seal_count(b"not json") == 1
+    assert cards.seal_count(b'{"a": 1, "a": 2}') == 1
