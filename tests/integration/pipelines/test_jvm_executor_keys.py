@@ -3,7 +3,8 @@
 A JVM task asks the driver's key service only for the keys its executor does not hold yet; every
 request still carries the executor's erasure generation, and the answer's erasures are applied before
 any held key is used. Real cluster, real key table and key service, the JVM engine in Spark; what the
-driver was asked is recorded at the job's key-service handler.
+driver was asked is recorded at the job's key-service handler. Also here: what a chunk is charged for
+its keys' usage limits (one seal per sealed value), on both engines.
 """
 
 from __future__ import annotations
@@ -128,3 +129,28 @@ def test_opening_keys_are_held_across_batches_and_an_erased_one_is_not_used_agai
     assert Counter((o["batch"], o["who"]) for o in opened) == Counter(
         {(1, "alice"): 4, (1, "bob"): 4, (1, "carol"): 4, (2, "bob"): 4, (2, "carol"): 4}
     )
+
+
+@pytest.mark.parametrize("engine", [Engine.JVM, Engine.PYTHON])
+def test_a_field_mode_chunk_charges_one_seal_per_sealed_value(
+    spark: SparkSession, pipeline_env: Any, monkeypatch: pytest.MonkeyPatch, engine: Engine
+) -> None:
+    """Each sealed field takes its own nonce, so a chunk (an Arrow batch on the Python engine) asks its key
+    for a seal per value, not per record."""
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    asked = _record_asks(monkeypatch, EncryptJob, "encrypt_keys")
+    rule = {"topic": topic, "mode": "fields", "fields": ["$.email", "$.cards[*]"]}
+    job = EncryptJob(spark, env.settings({"rules": [rule]}, f"per-value-{engine}", engine=engine))
+    events = [{"email": f"u{i}@example.com", "cards": ["4111", "5500"]} for i in range(600)]
+    records = [(b"tenant-1", json.dumps(event).encode()) for event in events]
+    try:
+        env.produce_raw(topic, records)
+        assert job.run().written == 600
+    finally:
+        job.close()
+    # one chunk of 600 records, three values each: 1,800 seals (more than the 1,024 allowance)
+    assert [args["seals"] for args in asked] == [[1800]]
+    for msg in env.read(f"{topic}.enc"):
+        document = json.loads(msg.value())
+        assert [text.startswith("sr1:") for text in [document["email"], *document["cards"]]] == [True] * 3

@@ -155,7 +155,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
 
         ``topic`` names the source topic the subjects' records come from: its rule's KEK wraps their keys.
 
-        ``seals`` (optional, one count per subject) is how many records of each subject the batch seals:
+        ``seals`` (optional, one count per subject) is how many seals each subject's key makes in the batch
+        (one per record sealed whole, one per sealed value in field and schema mode):
         charged to the keys' usage limits (a client that sends none is charged one seal per subject).
         """
         if op == "schema_plan":

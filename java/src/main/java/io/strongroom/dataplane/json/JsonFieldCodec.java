@@ -55,6 +55,16 @@ public final class JsonFieldCodec {
         return changed ? DocumentReader.utf8(DocumentReader.write(document)) : value;
     }
 
+    /**
+     * How many values {@link #encrypt} seals in {@code value} at most (present selected values, sealed or not): what
+     * the record charges its key's usage limit ({@code rule_value_count} in {@code envelope/json_fields.py}).
+     * {@link EnvelopeException} when {@code value} is not a JSON object.
+     */
+    public static int valueCount(byte[] value, FieldRules rules) {
+        int fixed = rules.fixedValueCount();
+        return fixed >= 0 ? fixed : DocumentWalk.ruleSlots(DocumentReader.load(value), rules).size();
+    }
+
     private static void refuseStrays(Map<String, Object> document, List<Slot> targets) {
         Map<Object, Set<Object>> targeted = new IdentityHashMap<>();
         for (Slot target : targets) {

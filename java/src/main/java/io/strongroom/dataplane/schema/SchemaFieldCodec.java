@@ -89,6 +89,19 @@ public final class SchemaFieldCodec {
         return plan;
     }
 
+    /**
+     * How many fields {@link #seal} seals in {@code value} at most (present targets, sealed or not): what the record
+     * charges its key's usage limit ({@code SchemaFields.value_count} in {@code schemas/sealing.py}). Targets
+     * outside arrays and maps are counted from the schema alone.
+     */
+    public int valueCount(String topic, byte[] value) {
+        SchemaPlan plan = plan(topic, schemaId(value));
+        List<FieldTarget> targets = plan.targets();
+        boolean fixed = targets.stream().allMatch(t -> t.steps().stream()
+                .allMatch(step -> step.kind() == FieldTarget.Kind.FIELD));
+        return fixed ? targets.size() : AvroFormat.slots(plan.avro().decode(value, HEADER_SIZE), targets).size();
+    }
+
     /** {@code value} with every present selected field sealed; the same array when the record has none. */
     public byte[] seal(String topic, byte[] value, byte[] dek, KeyRef keyRef, RecordContext ctx) {
         Decoded decoded = read(topic, value);

@@ -83,7 +83,7 @@ final class EncryptRecords implements RecordTransform {
             subjects[i] = subject;
             if (subject instanceof Subject s) {
                 wanted.computeIfAbsent(record.topic(), t -> new HashMap<>(2 * subjects.length))
-                        .merge(s.text(), 1, Integer::sum);
+                        .merge(s.text(), sealCount(plan(record), record), Integer::sum);
             }
         }
         Map<String, Map<String, SubjectKey>> keys = new HashMap<>();
@@ -103,6 +103,28 @@ final class EncryptRecords implements RecordTransform {
                     }
                 }
             }
+        }
+    }
+
+    /**
+     * How many seals sealing the record makes, each under its own nonce: what it charges its key's usage limit
+     * ({@code RuleCodec.seal_count} in {@code clients/sealing.py}). One for a whole value, one per selected value in
+     * field and schema mode. A value that sealing rejects counts one.
+     */
+    private int sealCount(SinkSettings.TopicPlan plan, SourceRecord record) {
+        try {
+            if (plan.schemaMode()) {
+                return schemaCodec.valueCount(record.topic(), record.value());
+            }
+            if (!plan.fields().isEmpty()) {
+                return JsonFieldCodec.valueCount(record.value(), fieldRules.computeIfAbsent(record.topic(),
+                        t -> new FieldRules(plan.fields())));
+            }
+            return 1;
+        } catch (SchemaEngineException | KeyServiceException e) {
+            throw e; // not about this record: the task stops with the problem
+        } catch (RuntimeException e) {
+            return 1; // sealing rejects the record (or stops on it) with the reason
         }
     }
 
