@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -270,3 +271,53 @@ def test_a_tagged_field_holding_plaintext_fails_on_both_engines_and_is_never_hel
         assert all("field $.name should be encrypted but holds plaintext" in r for r in dead[engine]), dead
         assert [m.value() for m in env.read(f"{topic}.{engine}")] == [plain], "only the unmarked record passed on"
     assert dead[Engine.JVM] == dead[Engine.PYTHON]
+
+
+#: Tagged values in and outside an array: what a record seals depends on the record.
+CONTACT_SCHEMA = {
+    "type": "record",
+    "name": "Contact",
+    "fields": [
+        {"name": "email", "type": "string", "confluent:tags": ["PII"]},
+        {"name": "phones", "type": {"type": "array", "items": "string"}, "confluent:tags": ["PII"]},
+    ],
+}
+
+
+@pytest.mark.parametrize("engine", [Engine.JVM, Engine.PYTHON])
+def test_a_schema_record_charges_its_key_one_seal_per_sealed_field(
+    spark: SparkSession,
+    pipeline_env: Any,
+    schema_registry: SchemaRegistryServer,
+    monkeypatch: pytest.MonkeyPatch,
+    engine: Engine,
+) -> None:
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from strongroom.testing.schema_formats import SERIALIZER_CONF
+
+    env = pipeline_env
+    topic = env.new_topic(partitions=1)
+    client = registry_client(schema_registry.url)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serialize = AvroSerializer(client, json.dumps(CONTACT_SCHEMA), conf=SERIALIZER_CONF)
+    contacts = [{"email": f"u{i}@example.com", "phones": ["+351 1", "+351 2"]} for i in range(400)]
+    env.produce_raw(topic, [(b"tenant-1", bytes(serialize(c, ctx))) for c in contacts])
+    asked: list[list[int]] = []
+    serve = EncryptJob._serve_keys
+
+    def recording(self: Any, op: str, args: dict[str, Any]) -> Any:
+        if op == "encrypt_keys":
+            asked.append(list(args["seals"]))
+        return serve(self, op, args)
+
+    monkeypatch.setattr(EncryptJob, "_serve_keys", recording)
+    result = _encrypt(spark, env, _rules(topic), f"per-field-{engine}", schema_registry.url, engine=engine)
+    assert result.records == {"ok": 400}, result.records
+    # one chunk (an Arrow batch on the Python engine) of 400 records, an email and two phones each
+    assert asked == [[1200]]
+    deserialize = AvroDeserializer(client)
+    for msg in env.read(f"{topic}.enc"):
+        contact = deserialize(msg.value(), SerializationContext(f"{topic}.enc", MessageField.VALUE))
+        assert [v.startswith("sr1:") for v in [contact["email"], *contact["phones"]]] == [True] * 3
