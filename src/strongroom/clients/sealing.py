@@ -36,7 +36,6 @@ from strongroom.envelope.json_fields import (
     FieldDocument,
     decrypt_json_fields,
     encrypt_json_fields,
-    fixed_value_count,
     may_hold_envelopes,
     rule_value_count,
 )
@@ -75,7 +74,6 @@ class RuleCodec:
         if self.schema is not None:
             self.mode = ValueMode.SCHEMA_FIELDS
         self.marker: Header = marker_header(self.mode)
-        self._fixed_seals = fixed_value_count(self.fields) if self.fields is not None else None
         self.profile = rule.profile
         self._key_subject = rule.subject.source == "key"
         self._refs: dict[bytes, SubjectKeyRef] = {}
@@ -109,8 +107,6 @@ class RuleCodec:
                 return 1
         if self.fields is None:
             return 1
-        if self._fixed_seals is not None:
-            return self._fixed_seals
         try:
             return rule_value_count(value, self.fields)
         except EnvelopeError:

@@ -272,20 +272,12 @@ def _rule_slots(document: dict[str, Any], rules: FieldRules) -> list[tuple[Any, 
     return slots
 
 
-def fixed_value_count(rules: FieldRules) -> int | None:
-    """How many values the rules select in any record at most, when that is fixed (no ``[*]`` step: each
-    path selects one value or none); None when it depends on the record's arrays."""
-    if any(WILDCARD in path.segments for path in rules.paths):
-        return None
-    return len(rules.paths)
-
-
 def rule_value_count(value: bytes, rules: FieldRules) -> int:
     """How many values the rules select in the JSON object ``value`` (present ones, sealed or not):
-    at most what :func:`encrypt_json_fields` seals. ``value`` must be a JSON object."""
-    fixed = fixed_value_count(rules)
-    if fixed is not None:
-        return fixed
+    at most what :func:`encrypt_json_fields` seals. Without ``[*]`` paths that is the number of paths,
+    and ``value`` is not read; otherwise it must be a JSON object."""
+    if rules.fixed_value_count is not None:
+        return rules.fixed_value_count
     return len(_rule_slots(load_json_object(value), rules))
 
 

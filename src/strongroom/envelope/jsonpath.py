@@ -116,7 +116,7 @@ def _parse_segment(text: str, pos: int, out: list[Segment]) -> int:
 class FieldRules:
     """A checked set of field paths to encrypt. Compile once per topic, reuse for every record."""
 
-    __slots__ = ("paths",)
+    __slots__ = ("fixed_value_count", "paths")
 
     def __init__(self, paths: Iterable[str | FieldPath]) -> None:
         parsed = [p if isinstance(p, FieldPath) else FieldPath.parse(p) for p in paths]
@@ -127,6 +127,9 @@ class FieldRules:
                         f"field paths {first.text!r} and {second.text!r} overlap; encrypt the outer one only"
                     )
         self.paths: tuple[FieldPath, ...] = tuple(parsed)
+        #: How many values the rules select in any record at most, when that is fixed (no ``[*]`` step: each
+        #: path selects one value or none); None when it depends on the record's arrays.
+        self.fixed_value_count: int | None = None if any(WILDCARD in path.segments for path in parsed) else len(parsed)
 
     def __repr__(self) -> str:
         return f"FieldRules({[p.text for p in self.paths]!r})"

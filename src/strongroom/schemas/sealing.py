@@ -89,6 +89,13 @@ class SchemaPlan:
             self._targets[()] = self._select(self._json.fields())
         else:
             self._proto = ProtobufFormat(registered, registry.version, f"Protobuf {self.where}")
+        #: How many fields a record of this id has to seal at most, when the schema alone says (Avro and
+        #: JSON Schema targets outside arrays and maps); None when it depends on the record.
+        self.fixed_value_count: int | None = None
+        if self._proto is None:
+            targets = self._targets[()]
+            if all(step.kind == "field" for target in targets for step in target.steps):
+                self.fixed_value_count = len(targets)
 
     def _select(self, fields: list[SchemaField]) -> tuple[FieldTarget, ...]:
         targets = select(fields, self.selection, self.where)
@@ -164,14 +171,12 @@ class SchemaFields:
 
     # ------------------------------------------------------------------ sealing
     def value_count(self, value: bytes) -> int:
-        """How many fields sealing ``value`` seals at most (present targets, sealed or not). Avro and JSON
-        Schema targets outside arrays and maps are counted from the schema alone; the rest from the record."""
+        """How many fields sealing ``value`` seals at most (present targets, sealed or not): from the schema
+        alone when it says (:attr:`SchemaPlan.fixed_value_count`), else from the record."""
         framed = unframe(value)
         plan = self.plan(framed.schema_id)
-        if plan.schema_type != "PROTOBUF":
-            targets = plan.targets()
-            if all(step.kind == "field" for target in targets for step in target.steps):
-                return len(targets)
+        if plan.fixed_value_count is not None:
+            return plan.fixed_value_count
         decoded = plan.read(framed.payload, validate=False)
         return len(target_slots(decoded.datum, decoded.targets))
 

@@ -37,10 +37,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from strongroom.clients.sealing import RuleCodec
 from strongroom.envelope.errors import SubjectErased
-from strongroom.envelope.json_fields import fixed_value_count, rule_value_count
-from strongroom.envelope.jsonpath import FieldRules
-from strongroom.errors import ConfigError, EnvelopeError, KeysError, KmsError, PipelineError
+from strongroom.errors import ConfigError, KeysError, KmsError, PipelineError
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.policies import FrameOnErased, FrameOnFailure, FrameOnReject, choose
 from strongroom.rules import EncryptionRules, TopicRule
@@ -375,24 +374,12 @@ def _seal_count(rule: TopicRule) -> Column:
     value = F.col("value")
     if rule.mode != "fields":
         return F.when(value.isNull(), 0).otherwise(1)
-    fixed = fixed_value_count(FieldRules(rule.fields))
+    codec = RuleCodec(rule)
+    assert codec.fields is not None
+    fixed = codec.fields.fixed_value_count
     if fixed is not None:
         return F.when(value.isNull(), 0).otherwise(fixed)
-    return _field_count_udf(tuple(rule.fields))(value)
-
-
-def _field_count_udf(paths: tuple[str, ...]) -> Callable[[Column], Column]:
-    rules = FieldRules(paths)
-
-    def count(value: bytes | None) -> int:
-        if value is None:
-            return 0
-        try:
-            return rule_value_count(value, rules)
-        except EnvelopeError:
-            return 1  # sealing rejects it: nothing sealed
-
-    return F.udf(count, "int")
+    return F.udf(lambda v: 0 if v is None else codec.seal_count(v), "int")(value)
 
 
 def _union(frames: Iterable[DataFrame]) -> DataFrame:

@@ -96,10 +96,8 @@ public final class SchemaFieldCodec {
      */
     public int valueCount(String topic, byte[] value) {
         SchemaPlan plan = plan(topic, schemaId(value));
-        List<FieldTarget> targets = plan.targets();
-        boolean fixed = targets.stream().allMatch(t -> t.steps().stream()
-                .allMatch(step -> step.kind() == FieldTarget.Kind.FIELD));
-        return fixed ? targets.size() : AvroFormat.slots(plan.avro().decode(value, HEADER_SIZE), targets).size();
+        int fixed = plan.fixedValueCount();
+        return fixed >= 0 ? fixed : AvroFormat.slots(plan.avro().decode(value, HEADER_SIZE), plan.targets()).size();
     }
 
     /** {@code value} with every present selected field sealed; the same array when the record has none. */

@@ -16,11 +16,15 @@ final class SchemaPlan {
     private final AvroFormat avro;
     private final List<FieldTarget> targets;
     private final EnvelopeException refusal;
+    private final int fixedValueCount;
 
     private SchemaPlan(AvroFormat avro, List<FieldTarget> targets, EnvelopeException refusal) {
         this.avro = avro;
         this.targets = targets;
         this.refusal = refusal;
+        boolean fixed = targets.stream().allMatch(t -> t.steps().stream()
+                .allMatch(step -> step.kind() == FieldTarget.Kind.FIELD));
+        this.fixedValueCount = fixed ? targets.size() : -1;
     }
 
     /** The plan the driver sent for {@code schemaId}. */
@@ -63,5 +67,13 @@ final class SchemaPlan {
 
     List<FieldTarget> targets() {
         return targets;
+    }
+
+    /**
+     * How many fields a record of this id has to seal at most when the schema alone says (targets outside arrays and
+     * maps), else -1 ({@code SchemaPlan.fixed_value_count} in {@code schemas/sealing.py}).
+     */
+    int fixedValueCount() {
+        return fixedValueCount;
     }
 }

@@ -79,11 +79,12 @@ final class EncryptRecords implements RecordTransform {
             if (record.value() == null) {
                 continue;
             }
-            Object subject = subjectOf(plan(record), record, schemaCodec);
+            SinkSettings.TopicPlan plan = plan(record);
+            Object subject = subjectOf(plan, record, schemaCodec);
             subjects[i] = subject;
             if (subject instanceof Subject s) {
                 wanted.computeIfAbsent(record.topic(), t -> new HashMap<>(2 * subjects.length))
-                        .merge(s.text(), sealCount(plan(record), record), Integer::sum);
+                        .merge(s.text(), sealCount(plan, record), Integer::sum);
             }
         }
         Map<String, Map<String, SubjectKey>> keys = new HashMap<>();
