@@ -1,14 +1,16 @@
 """Small facts about now, here and who: wall-clock milliseconds, ISO-8601 renderings, the operator's
-name, whether a process lives; and handing freed heap back to the OS. One definition each, for every area
-(audit records, receipts, stores)."""
+name, whether a process lives; handing freed heap back to the OS, and the garbage collector of a process
+that holds a large heap. One definition each, for every area (audit records, receipts, stores, pipelines)."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import getpass
 import os
 import socket
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,3 +74,69 @@ def release_free_heap() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+#: The collector's thresholds while a large heap is held: a young pass every 50,000 allocations instead of
+#: 700, and older passes as rarely as the defaults' proportions allow (:class:`LargeHeapCollector`).
+LARGE_HEAP_GC_THRESHOLDS = (50_000, 20, 100)
+
+
+class LargeHeapCollector:
+    """Python's cyclic garbage collector, made cheap while a process holds a large, long-lived heap.
+
+    A pipeline's driver holds Spark's and py4j's objects, a key table and a key cache of up to 100,000
+    subjects, and answers the executors' key requests by allocating a few objects per subject. With
+    the default thresholds (700, 10, 10) the collector runs a young pass every 700 allocations and, as the
+    heap grows, full passes over all of it: about a third of the key service's time when a pipeline
+    starts on 100,000 subjects (docs/benchmarks.md, "The driver's garbage collector").
+
+    :meth:`hold` collects once, freezes what is alive then (the collector no longer walks it) and raises
+    the thresholds; releasing the :class:`HeapHold` it returns puts the thresholds back and unfreezes, so
+    what the process frees afterwards is collected as before. Holds nest (several jobs in one process):
+    the first applies, the last release restores. Reference counting frees every object without a cycle as soon as it is
+    unused either way; only cyclic garbage waits longer.
+    """
+
+    _lock = threading.Lock()
+    _holders = 0
+    _previous: tuple[int, int, int] | None = None
+
+    @classmethod
+    def hold(cls) -> HeapHold:
+        with cls._lock:
+            cls._holders += 1
+            if cls._holders == 1:
+                cls._apply()
+        return HeapHold()
+
+    @classmethod
+    def _apply(cls) -> None:
+        previous = gc.get_threshold()
+        cls._previous = (previous[0], previous[1], previous[2])
+        gc.collect()  # what is garbage now is not frozen for good
+        gc.freeze()
+        gc.set_threshold(*(max(old, new) for old, new in zip(cls._previous, LARGE_HEAP_GC_THRESHOLDS, strict=True)))
+
+    @classmethod
+    def _release(cls) -> None:
+        with cls._lock:
+            if cls._holders == 0:
+                return
+            cls._holders -= 1
+            if cls._holders or cls._previous is None:
+                return
+            gc.set_threshold(*cls._previous)
+            cls._previous = None
+            gc.unfreeze()
+
+
+class HeapHold:
+    """One :meth:`LargeHeapCollector.hold`; :meth:`release` ends it (once: a second call does nothing)."""
+
+    def __init__(self) -> None:
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            LargeHeapCollector._release()

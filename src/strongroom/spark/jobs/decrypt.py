@@ -45,6 +45,7 @@ from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.kms.errors import KmsUnavailable
 from strongroom.policies import Engine, OnErasedRecord, OnFailure
+from strongroom.runtime import LargeHeapCollector
 from strongroom.spark.dataframes import LOST_KEY_REASON, classify_key
 from strongroom.spark.jobs.common import (
     Counters,
@@ -163,6 +164,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         self.erasures = ErasureFeed()
         self.table.add_erasure_listener(self.erasures)
         self.service = KeyService(self._serve_keys, host=driver_host(spark), erasures=self.erasures)
+        # The driver holds a large heap from here on: keep the garbage collector off the key service's path.
+        self.heap = LargeHeapCollector.hold()
 
     # ------------------------------------------------------------------ the stream
     def source(self) -> DataFrame:
@@ -183,6 +186,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
         self.service.close()
         self.pending.close()
         self.table.close()
+        self.heap.release()
 
     def record_sample(self) -> RecordSample:
         from strongroom.metrics import RecordSample

@@ -30,6 +30,7 @@ from strongroom.errors import PipelineError, StrongroomError
 from strongroom.keys.erasure_feed import ErasureFeed
 from strongroom.kms.api import Kms
 from strongroom.policies import Engine
+from strongroom.runtime import LargeHeapCollector
 from strongroom.spark.dataframes import encrypt_key_rows
 from strongroom.spark.jobs.common import (
     Counters,
@@ -104,6 +105,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
         self._lock = threading.Lock()
         require_secure_channel(spark, allow_unencrypted=settings.allow_unencrypted_spark_channel)
         self.service = KeyService(self._serve_keys, host=driver_host(spark), erasures=self.erasures)
+        # The driver holds a large heap from here on: keep the garbage collector off the key service's path.
+        self.heap = LargeHeapCollector.hold()
 
     # ------------------------------------------------------------------ the stream
     def source(self) -> DataFrame:
@@ -115,6 +118,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
     def close(self) -> None:
         self.service.close()
         self.keys.close()
+        self.heap.release()
 
     def record_sample(self) -> RecordSample:
         from strongroom.metrics import RecordSample
