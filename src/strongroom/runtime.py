@@ -88,13 +88,13 @@ class LargeHeapCollector:
     subjects, and answers the executors' key requests by allocating a few objects per subject. With
     the default thresholds (700, 10, 10) the collector runs a young pass every 700 allocations and, as the
     heap grows, full passes over all of it: about a third of the key service's time when a pipeline
-    starts on 100,000 subjects (docs/benchmarks.md, "The driver's garbage collector").
+    starts on 100,000 subjects (docs/benchmarks.md, "The encrypt side: three A/B measurements").
 
     :meth:`hold` collects once, freezes what is alive then (the collector no longer walks it) and raises
     the thresholds; releasing the :class:`HeapHold` it returns puts the thresholds back and unfreezes, so
     what the process frees afterwards is collected as before. Holds nest (several jobs in one process):
-    the first applies, the last release restores. Reference counting frees every object without a cycle as soon as it is
-    unused either way; only cyclic garbage waits longer.
+    the first applies, the last release restores. Reference counting frees every object without a cycle
+    as soon as it is unused either way; only cyclic garbage waits longer.
     """
 
     _lock = threading.Lock()
