@@ -98,7 +98,7 @@ def open_key_chain(source: RecordSourceOptions, config: Any, kms: Any) -> Any:
         return None
     from strongroom.keys.table import KeyTable
 
-    table = KeyTable(config, kms, topic=source.keys_topic, register=False).open()
+    table = KeyTable(config, kms, topic=source.keys_topic, register=False, seal_usage=False).open()
     try:
         table.wait_caught_up(120.0)
     except BaseException:

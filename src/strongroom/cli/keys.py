@@ -153,7 +153,7 @@ def inventory(out: Output, bootstrap: str, command_config: str | None, keys_topi
         raise click.UsageError("--list-subjects needs --kek PROVIDER:KEK-ID")
     client = client_config(bootstrap, command_config)
     out.note(f"reading {keys_topic} ...")
-    with KeyTable(client, None, topic=keys_topic, register=False) as key_table:
+    with KeyTable(client, None, topic=keys_topic, register=False, seal_usage=False) as key_table:
         key_table.wait_caught_up(600)
         keks: dict[str, dict[str, Any]] = {}
         counts = key_table.store.keys_per_wrapping_key()

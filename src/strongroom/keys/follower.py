@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 _PARTITION_CHECK_SECONDS: Final = 30.0
 _MAX_PROBLEMS: Final = 20
+#: Message-key prefixes of seal leases (single and batched), which only writers' key tables need.
+_LEASE_PREFIXES: Final = (records.LEASE_PREFIX, records.LEASES_PREFIX)
 #: Records applied per store transaction at most (a catch-up applies whole fetches: fewer commits).
 _FETCH_BATCH: Final = 20_000
 #: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that
@@ -60,6 +62,7 @@ class KeysFollower:
         on_reset: Callable[[], None],
         on_tick: Callable[[], None],
         poll_timeout: float = 0.1,
+        skip_leases: bool = False,
     ) -> None:
         self.client = client
         self.topic = topic
@@ -74,7 +77,9 @@ class KeysFollower:
         self.eof: set[int] = set()
         self.corrupt_wks: set[bytes] = set()
         self.problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
-        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0, "misplaced": 0}
+        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0, "misplaced": 0, "leases_skipped": 0}
+        #: Seal-lease records are passed over unread (a table that never backs a writer, KeyTable's seal_usage).
+        self.skip_leases = skip_leases
         #: The partition count subjects were placed by (the layout record's; the topic's until it is read).
         self.layout_partitions: int | None = None
         self.failure: BaseException | None = None
@@ -273,6 +278,9 @@ class KeysFollower:
                     self._skip_corrupt(partition, offset, key, exc)
                     continue
                 rows.append(len(batch) - 1)
+                continue
+            if self.skip_leases and key is not None and key[:2] in _LEASE_PREFIXES:
+                self.counters["leases_skipped"] += 1
                 continue
             record = self._decode(partition, offset, key, value)
             if record is not None:

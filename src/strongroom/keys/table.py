@@ -248,6 +248,8 @@ class KeyTable:
     ``kms`` unwraps wrapping keys: one KMS, or a mapping provider name → KMS. ``store_path`` makes
     the store persistent (resumes after a restart); by default it is a temporary directory removed at
     :meth:`close`. ``register=False`` skips the readers registry (only for tools that hold no keys).
+    ``seal_usage=False`` passes the seal leases over (for a table that only opens records; a writer's
+    :class:`~strongroom.keys.manager.KeyManager` refuses it), with a temporary store only.
     """
 
     def __init__(
@@ -265,6 +267,7 @@ class KeyTable:
         register: bool = True,
         absent_wait: float = 5.0,
         poll_timeout: float = 0.1,
+        seal_usage: bool = True,
     ) -> None:
         """Settings only: :meth:`open` (or ``with``) connects, opens the store and starts following."""
         self.client = client
@@ -272,6 +275,10 @@ class KeyTable:
         self._kms: dict[str, Kms] = {} if kms is None else dict(kms) if isinstance(kms, Mapping) else {kms.name: kms}
         self._store_path = store_path
         self._temp_dir = temp_dir
+        #: Whether this table adds up seal leases. Only a table that backs a writer (a KeyManager) needs them;
+        #: a reader's table passes them over, which makes its catch-up cheaper by every lease ever written.
+        #: A persistent store always adds them up, so that a writer may open it later.
+        self.seal_usage = seal_usage or store_path is not None
         self.reader_id = reader_id or new_reader_id()
         self.heartbeats = ReaderHeartbeats(
             client,
@@ -322,6 +329,7 @@ class KeyTable:
             on_reset=self._on_reset,
             on_tick=self._on_tick,
             poll_timeout=self.poll_timeout,
+            skip_leases=not self.seal_usage,
         )
         # Registered before it can serve a key: erasure verification must never miss a running reader
         # because its first heartbeat was still in flight.
@@ -775,6 +783,11 @@ class KeyTable:
     def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bytes]:
         """Which entries of each seal-leases record were granted (one byte per entry, 1 granted), for
         records applied recently (absent: not applied yet, or long forgotten)."""
+        if not self.seal_usage:
+            raise KeysConfigError(
+                "this key table passes seal leases over (seal_usage=False): it cannot back a writer",
+                hint="give the writer a key table opened with seal_usage=True (the default)",
+            )
         with self._lock:
             return {lease: self._lease_outcomes[lease] for lease in lease_ids if lease in self._lease_outcomes}
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from pathlib import Path
+
+import pytest
 
 from strongroom.envelope import RecordContext, decrypt_value, seal
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy
 from strongroom.keys.cache import KeyCache
+from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.usage import SubjectKeyLimits
 from strongroom.kms.metered import MeteredKms
 
@@ -116,3 +120,36 @@ def test_a_prefetched_batch_is_answered_from_memory(
             assert isinstance(current["now"], SubjectKey)
         finally:
             cache.close()
+
+
+def test_a_readers_key_table_passes_seal_leases_over_and_cannot_back_a_writer(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms, tmp_path: Path
+) -> None:
+    """Only a writer's key table adds up seal leases; a reader's skips them (a cheaper catch-up), still
+    opens every record, and is refused as a writer's table. A persistent store always adds them up."""
+    options = {"readers_topic": readers_topic}
+    with KeyManager(client, kms, topic=keys_topic, limits=LIMITS, table_options=options) as manager:
+        cache = KeyCache(manager)
+        key = cache.get_or_create(["leased"], seals={"leased": 100})["leased"]  # past creator_seals: leased
+        assert isinstance(key, SubjectKey)
+        assert manager.stats()["seals"]["leases_granted"] >= 1
+    envelope = seal(b"text", key.key, key.ref, RecordContext("t", b"leased"))
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic, seal_usage=False) as reader:
+        reader.wait_caught_up(60)
+        assert reader.stats()["leases_skipped"] >= 1
+        assert decrypt_value(envelope, reader.key_lookup_for("leased"), RecordContext("t", b"leased")) == b"text"
+        with pytest.raises(KeysConfigError, match="passes seal leases over"):
+            reader.lease_outcomes([b"\0" * 8])
+        with pytest.raises(KeysConfigError, match="must add up seal leases"):
+            KeyManager(client, kms, topic=keys_topic, limits=LIMITS, table=reader)
+    with pytest.raises(KeysConfigError, match="must add up seal leases"):
+        KeyManager(client, kms, topic=keys_topic, table_options={**options, "seal_usage": False})
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as writers_view:
+        writers_view.wait_caught_up(60)
+        assert writers_view.stats()["leases_skipped"] == 0
+        assert writers_view.lease_outcomes([b"\0" * 8]) == {}  # (no such lease)
+    persistent = KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic, store_path=tmp_path / "keys",
+                          seal_usage=False)  # fmt: skip
+    assert persistent.seal_usage  # a writer may open this store later

@@ -65,13 +65,35 @@ def test_the_follower_applies_a_batch_and_reports_what_it_erased(tmp_path: Path)
     ]
     follower._apply(messages)
     assert follower.applied_offsets() == {0: 3, 1: 0}
-    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0, "misplaced": 0}
+    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0, "misplaced": 0, "leases_skipped": 0}
     assert len(follower.problems) == 1
     [effects] = seen
     assert effects.erased_subjects
     assert store.key(b"\x01" * 16) is None  # erased from the store: the marker came after the key
     follower._apply(messages)  # offsets already applied are never applied twice
     assert len(seen) == 1
+    store.close()
+
+
+@pytest.mark.parametrize("skip_leases", [False, True])
+def test_a_readers_follower_passes_seal_leases_over(tmp_path: Path, skip_leases: bool) -> None:
+    """A reader's table (KeyTable seal_usage=False) reads past seal leases without decoding or applying
+    them; its offsets still move on. A writer's applies them: the key's leased seals add up."""
+    store = KeyStore(tmp_path / "store.sqlite", topic="keys")
+    seen: list[ApplyEffects] = []
+    follower = KeysFollower(NOWHERE, "keys", store, 2, on_effects=seen.append, on_reset=lambda: None,
+                            on_tick=lambda: None, skip_leases=skip_leases)  # fmt: skip
+    key_id = b"\x01" * 16
+    key = SubjectKeyRecord("bob", key_id, b"w" * 16, os.urandom(60), 1, "local:kek")
+    first, second = (records.SealLeases(lease_id, ((key_id, 70),), 100, 5) for lease_id in (b"1" * 8, b"2" * 8))
+    follower._apply([Message(0, 0, *records.encode(key)), Message(0, 1, *records.encode(first)),
+                     Message(0, 2, *records.encode(second))])  # fmt: skip
+    assert follower.applied_offsets() == {0: 3, 1: 0}
+    assert follower.counters["leases_skipped"] == (2 if skip_leases else 0)
+    [effects] = seen
+    # applied: the first lease fits the bound of 100, the second does not and spends the key
+    assert effects.lease_sets == ({} if skip_leases else {b"1" * 8: b"\x01", b"2" * 8: b"\x00"})
+    assert bool(store.key(key_id).exhausted) is not skip_leases  # type: ignore[union-attr]
     store.close()
 
 

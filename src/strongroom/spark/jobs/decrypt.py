@@ -138,7 +138,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         self.kms = kms or (kms_from_config(settings.kms) if settings.kms else None)
         # every KMS a wrapping key may name (a KEK per topic, strongroom.keys.router)
         self.kmses = kms_by_provider(self.kms, {name: kms_from_config(c) for name, c in settings.kmses.items()})
-        self.table = KeyTable(settings.client, self.kmses, topic=settings.keys_topic).open()
+        # it only opens records: seal leases are passed over (KeyTable.seal_usage)
+        self.table = KeyTable(settings.client, self.kmses, topic=settings.keys_topic, seal_usage=False).open()
         self.output = DecryptOutput(output)
         self.output_path = output_path
         self.output_topic_template = output_topic
