@@ -147,18 +147,14 @@ class KeyManager:
         #: What this writer may still seal per subject key (:mod:`strongroom.keys.usage`).
         self.ledger = SealLedger(self.limits, clock=self.wrapping.clock)
         self.timeout = timeout
-        if table is not None and not table.seal_usage:
-            raise KeysConfigError(
-                "a writer's key table must add up seal leases; this one passes them over (seal_usage=False)",
-                hint="open the writer's key table with seal_usage=True (the default)",
-            )
         self._owns_table = table is None
         self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {})).open()
         if not self.table.seal_usage:
-            self.table.close()
+            if self._owns_table:
+                self.table.close()
             raise KeysConfigError(
-                "a writer's key table must add up seal leases (table_options has seal_usage=False)",
-                hint="leave seal_usage out of the writer's table options",
+                "a writer's key table must add up seal leases; this one passes them over (seal_usage=False)",
+                hint="give the writer a key table with seal_usage=True (the default; leave it out of table_options)",
             )
         self._writer = KeysWriter(client, topic)
         self._lock = threading.Lock()
