@@ -189,3 +189,72 @@ def sealed_avro_record(
     value = frame(schema_id, avro_payload(AVRO_SCHEMA, event))
     sealed = fields.seal(value, dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
     return [marker_header(ValueMode.SCHEMA_FIELDS)], sealed
+
+
+#: A scan record whose only PII is binary: a tagged ``photo`` and ``thumb``, nothing tagged that is a string.
+BYTES_AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Scan",
+    "namespace": "clinic",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "photo", "type": "bytes", "confluent:tags": ["PII"]},
+        {"name": "n", "type": "long"},
+        {"name": "thumb", "type": ["null", "bytes"], "default": None, "confluent:tags": ["PII"]},
+    ],
+}
+BYTES_PROTO_SCHEMA = """syntax = "proto3";
+package clinic;
+import "confluent/meta.proto";
+
+message Scan {
+  string id = 1;
+  bytes photo = 2 [(confluent.field_meta).tags = "PII"];
+  int64 n = 3;
+  bytes thumb = 4 [(confluent.field_meta).tags = "PII"];
+}
+"""
+
+
+def _proto_field(number: int, data: bytes) -> bytes:
+    """One length-delimited Protobuf field (wire type 2): tag, varint length, bytes."""
+    out = bytearray(((number << 3) | 2,))
+    length = len(data)
+    while length >= 0x80:
+        out.append(length & 0x7F | 0x80)
+        length >>= 7
+    return bytes(out) + bytes((length,)) + data
+
+
+def sealed_bytes_record(
+    schema_format: str,
+    key_id: bytes,
+    dek: bytes,
+    *,
+    photo: bytes,
+    thumb: bytes,
+    n: int = 7,
+    schema_id: int = 2,
+    topic: str = "scans.enc",
+    subject: bytes = b"p-1",
+) -> tuple[list[tuple[str, bytes | None]], bytes]:
+    """A scan record (Avro or Protobuf) as schema mode writes it: ``photo`` and ``thumb`` sealed as raw
+    envelopes under the subject key ``key_id``, no sealed string field; the schema is preloaded."""
+    from strongroom.envelope import RecordContext, ValueMode, marker_header
+    from strongroom.envelope.keyref import SubjectKeyRef
+    from strongroom.schemas.fields import Selection
+    from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
+    from strongroom.schemas.sealing import SchemaFields
+    from strongroom.schemas.wire import frame
+
+    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")
+    if schema_format == "avro":
+        registry.preload(schema_id, RegisteredSchema("AVRO", json.dumps(BYTES_AVRO_SCHEMA)))
+        payload = avro_payload(BYTES_AVRO_SCHEMA, {"id": "scan-1", "photo": photo, "n": n, "thumb": thumb})
+    else:
+        registry.preload(schema_id, RegisteredSchema("PROTOBUF", BYTES_PROTO_SCHEMA))
+        number = bytes((3 << 3,)) + bytes((n,))  # int64 n = 3 (varint; n < 128)
+        payload = b"\x00" + _proto_field(1, b"scan-1") + _proto_field(2, photo) + number + _proto_field(4, thumb)
+    fields = SchemaFields(registry, Selection(frozenset({"PII"})))
+    sealed = fields.seal(frame(schema_id, payload), dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
+    return [marker_header(ValueMode.SCHEMA_FIELDS)], sealed

@@ -24,7 +24,7 @@ from strongroom.recovery import spark_jobs
 from strongroom.recovery.formats import KroxyliciousFormat, StrongroomFormat
 from strongroom.recovery.formats.base import RecordFormat
 from strongroom.recovery.formats.kroxylicious import MARKER_HEADER, encode_record, vault_edek, write_uvarint
-from strongroom.testing.schema_formats import sealed_avro_record
+from strongroom.testing.schema_formats import sealed_avro_record, sealed_bytes_record
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +53,19 @@ def corpus(tmp_path: Path) -> list[Record]:
         sealed_avro_record(os.urandom(16), os.urandom(32)), (schema_marker, b"\x00\x00\x00\x00\x01\x02xy"),
         (schema_marker, b"\x00\x00\x00\x00\x01\x5csr1:" + b"A" * 40), (schema_marker, b"\xff\xfesr1:" + b"9QEB" * 7),
         (schema_marker, b"\x00\x01sr1:" + base64.b64encode(envelope)[:28] + b"\xe4sr1:" + b"9QEB" * 8),
+    ]  # fmt: skip
+    # Schema records whose only sealed fields are bytes: raw envelopes, found by their length fields.
+    records += [
+        sealed_bytes_record(kind, os.urandom(16), os.urandom(32), photo=os.urandom(size), thumb=b"t")
+        for kind in ("avro", "protobuf")
+        for size in (0, 60, 5000)
+    ]
+    inner = raw_envelope(os.urandom(16), bytes(28))
+    records += [
+        (schema_marker, b"\x00\x00\x00\x00\x02\xa2\x01" + raw_envelope(os.urandom(16), bytes(10) + b"\x62" + inner)),
+        (schema_marker, b"\x00\x00\x00\x00\x02\x12\x31" + inner + b"\x62" + inner + b"\x78" + inner),
+        (schema_marker, b"\x80\x80\x80\x80\x80\x62" + inner), (schema_marker, b"\x62\x80" + inner),
+        (schema_marker, b"\x62" + raw_envelope(os.urandom(16), bytes(28), profile=3)), (schema_marker, inner),
     ]  # fmt: skip
     # Kroxylicious records: 1- and 2-byte EDEK lengths, truncations, bad markers.
     iv = os.urandom(12)
@@ -83,7 +96,20 @@ def corpus(tmp_path: Path) -> list[Record]:
         if rng.random() < 0.4 and body:  # plausible starts: magic / kinds / short varints
             body = rng.choice([b"\xf5\x01\x01\x02", b"\xf5\x01\x01\x01", b"\x00\x05", b"\x00\x81\x01"]) + body
         records.append((head, rng.choice([body, None]) if rng.random() < 0.05 else body))
+    for _ in range(200):  # schema records with raw-envelope look-alikes whose length fields fit or do not
+        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 5, 30])))
+        for _ in range(rng.choice([1, 2, 3])):
+            rest = bytes(rng.randrange(256) for _ in range(rng.choice([28, 29, 60, 300])))
+            shape = raw_envelope(bytes(rng.randrange(256) for _ in range(16)), rest, profile=rng.choice([0, 1, 2, 3]))
+            stated = rng.choice([len(shape), len(shape) - 1, len(shape) + 40, 48, 49, rng.randrange(400)])
+            body += write_uvarint(rng.choice([stated, 2 * stated])) + shape + bytes(rng.choice([0, 0, 3]))
+        records.append((rng.choice([schema_marker, schema_marker, whole]), body))
     return records
+
+
+def raw_envelope(key_id: bytes, body: bytes, profile: int = 1) -> bytes:
+    """The shape of a raw subject-key envelope in a sealed bytes field (only its prefix is ever read)."""
+    return b"\xf5\x01\x01\x01" + key_id + bytes((profile,)) + body
 
 
 @pytest.mark.parametrize("fmt", [StrongroomFormat(), KroxyliciousFormat("vault")], ids=["strongroom", "kroxylicious"])

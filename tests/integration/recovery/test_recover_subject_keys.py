@@ -3,7 +3,8 @@
 Keys come from the real key hierarchy (``strongroom.keys``: KEK → wrapping keys → subject keys in the
 keys topic). Subjects s0-s9 get wrapping keys under KEK A, s10-s19 under KEK B; their records
 alternate. After A is deleted, recovery must follow subject key → wrapping key → KEK, call the loss
-scattered, name the affected subject keys, and refuse to delete a prefix.
+scattered, name the affected subject keys, and refuse to delete a prefix. Subjects s3 and s13 write
+schema records (Avro, Protobuf) whose only sealed fields are bytes: raw envelopes count like the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from recovery_stack import Record, new_kek, produce, run_cli, vault
 from strongroom.envelope import RecordContext, ValueMode, marker_header, seal
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import KeyManager, SubjectKey, create_keys_topic
+from strongroom.testing.schema_formats import sealed_bytes_record
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +45,15 @@ def test_scattered_subject_key_loss(
     records: list[Record] = []
     for i in range(200):
         subject = f"s{i % 20}"
-        value = seal(b'{"n": %d}' % i, keys[subject].key, keys[subject].ref, RecordContext(topic, subject.encode()))
+        key = keys[subject]
+        if subject in ("s3", "s13"):
+            kind = "avro" if subject == "s3" else "protobuf"
+            sealed = sealed_bytes_record(
+                kind, key.key_id, key.key, photo=b"%d" % i, thumb=b"", topic=topic, subject=subject.encode()
+            )
+            records.append(sealed)
+            continue
+        value = seal(b'{"n": %d}' % i, key.key, key.ref, RecordContext(topic, subject.encode()))
         records.append(([marker_header(ValueMode.WHOLE_VALUE)], value))
     produce(bootstrap, topic, 0, records)
     admin.delete_kek(kek_a)

@@ -13,7 +13,7 @@ from strongroom.envelope.ids import RECORD_HEADER_NAME
 from strongroom.recovery.dependency import RecordKind
 from strongroom.recovery.formats import MalformedPrefix, StrongroomFormat, record_format
 from strongroom.recovery.formats.strongroom import prefix_length
-from strongroom.testing.schema_formats import sealed_avro_record
+from strongroom.testing.schema_formats import sealed_avro_record, sealed_bytes_record
 
 FMT = StrongroomFormat()
 
@@ -80,6 +80,63 @@ def test_schema_record_has_one_subject_key_prefix_per_sealed_string_field() -> N
 
 
 SCHEMA = [marker_header(ValueMode.SCHEMA_FIELDS)]
+
+
+@pytest.mark.parametrize("schema_format", ["avro", "protobuf"])
+@pytest.mark.parametrize(("photo", "thumb"), [(b"", b""), (b"x" * 60, b"y"), (bytes(5000), b"z" * 200)])
+def test_a_schema_record_whose_only_sealed_fields_are_bytes_names_its_subject_key(
+    schema_format: str, photo: bytes, thumb: bytes
+) -> None:
+    """Raw envelopes of 49 bytes up to 5 kB (one- and two-byte length fields in both formats) are all found."""
+    key_id = bytes(range(16))
+    headers, value = sealed_bytes_record(schema_format, key_id, b"\x11" * 32, photo=photo, thumb=thumb)
+    keys = FMT.record_keys(headers, value)
+    assert keys.kind is RecordKind.ENCRYPTED
+    assert keys.prefixes == (b"\xf5\x01\x01\x01" + key_id,) * 2  # photo and thumb
+    assert FMT.dependency(keys.prefixes[0]).subject_key_id == key_id
+
+
+KEY_A, KEY_B = b"\xaa" * 16, b"\xbb" * 16
+HEAD = b"\x00\x00\x00\x00\x02"  # Confluent frame, schema id 2
+
+
+def raw_envelope(key_id: bytes, body: bytes = bytes(28), profile: int = 1) -> bytes:
+    """The shape of a raw subject-key envelope (nothing here is opened: only its prefix is read)."""
+    return b"\xf5\x01\x01\x01" + key_id + bytes((profile,)) + body
+
+
+INNER = raw_envelope(KEY_B)
+OUTER = raw_envelope(KEY_A, bytes(10) + b"\x62" + INNER)  # 81 bytes holding an Avro-framed look-alike
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (HEAD + b"\x62" + raw_envelope(KEY_A), [KEY_A]),  # Avro: zigzag 98 = 49 bytes
+        (HEAD + b"\x12\x31" + raw_envelope(KEY_A), [KEY_A]),  # Protobuf: field 2, 49 bytes
+        (HEAD + b"\x12\x31" + raw_envelope(KEY_A) + b"\x62" + raw_envelope(KEY_B), [KEY_A, KEY_B]),
+        (HEAD + b"\xa2\x01" + OUTER, [KEY_A]),  # the look-alike inside an envelope is never read
+        (HEAD + b"\x02" + bytes(10) + b"\x62" + INNER, [KEY_B]),  # ... but is one where nothing holds it
+        (HEAD + b"\x78" + raw_envelope(KEY_A), []),  # states 60 / 120 bytes: more than the value holds
+        (HEAD + b"\x28" + raw_envelope(KEY_A), []),  # states 20 / 40 bytes: shorter than any envelope
+        (HEAD + b"\x62" + raw_envelope(KEY_A, profile=3), []),  # no such AAD profile
+        (HEAD + raw_envelope(KEY_A), []),  # the frame's last byte (2) is no length field
+        (raw_envelope(KEY_A), []),  # nothing before it
+        (HEAD + b"\x80\x80\x80\x80\x80\x62" + raw_envelope(KEY_A), [KEY_A]),  # the last byte alone fits
+        (HEAD + b"\x62\x80" + raw_envelope(KEY_A), []),  # 0x80 cannot end a varint
+    ],
+)
+def test_raw_envelopes_are_found_by_their_length_field_and_profile(value: bytes, found: list[bytes]) -> None:
+    keys = FMT.record_keys(SCHEMA, value)
+    assert keys.kind is RecordKind.ENCRYPTED
+    assert keys.prefixes == tuple(b"\xf5\x01\x01\x01" + key_id for key_id in found)
+
+
+def test_a_sealed_string_field_names_the_record_key_and_bytes_are_not_searched() -> None:
+    """Every field of a record is sealed under one subject key: the string fields' envelopes say which."""
+    headers, value = sealed_avro_record(KEY_A, b"\x11" * 32)
+    keys = FMT.record_keys(headers, value + b"\x62" + raw_envelope(KEY_B))
+    assert keys.prefixes == (b"\xf5\x01\x01\x01" + KEY_A,) * 2
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,16 @@ Schema-registry records (value mode 0x03: Avro, JSON Schema, Protobuf) carry the
 as ``sr1:<base64 envelope>`` inside a binary payload, without quotes and with no length the cut could
 trust without the schema: the prefix comes from the first 28 base64 characters (21 bytes: a subject-key
 envelope's 20-byte prefix and its profile byte). strongroom seals schema fields with subject keys only;
-an ``sr1:`` run that decodes to anything else is malformed. Sealed **bytes** fields hold raw envelopes
-that only the schema can delimit: recovery does not see them (docs/schema-aware.md, "Not yet").
+an ``sr1:`` run that decodes to anything else is malformed.
+
+Sealed **bytes** fields (Avro, Protobuf) hold raw envelopes. Every field of a record is sealed under the
+record's one subject key, so a record with a sealed string field needs nothing more. A record without one
+is searched for raw subject-key envelopes, without the schema: the bytes ``F5 01 01 01``, a known AAD
+profile byte 20 bytes on, and just before them a length field that states a length an envelope can have
+(≥ 49 bytes, within the value): Avro's zigzag varint ``2L`` or Protobuf's varint ``L`` (the smallest such
+``L`` wins). The search resumes after each envelope found, so bytes inside one are never read as another.
+Plaintext that mimics this (an unsealed bytes field holding an envelope-like run) reads as a dependency
+on a subject key that is not in the keys topic (docs/schema-aware.md, "Recovery").
 
 A WRAPPED_DEK prefix names its KEK directly. A SUBJECT_KEY prefix names a per-subject key, whose
 KEK is found through the keys topic chain (subject key → wrapping key → KMS KEK); the checker does
@@ -35,6 +43,7 @@ from strongroom.envelope.ids import (
     MAGIC,
     RECORD_HEADER_NAME,
     SUBJECT_KEY_ID_SIZE,
+    AadProfile,
     Cipher,
     FormatVersion,
     KeyRefKind,
@@ -63,6 +72,11 @@ _FIELD_RE: Final = re.compile(r'"' + re.escape(FIELD_PREFIX) + r'([A-Za-z0-9+/=\
 _SCHEMA_FIELD_RE: Final = re.compile(r"sr1:([A-Za-z0-9+/]{28})")
 _SCHEMA_FIELD_SQL_RE: Final = "sr1:([A-Za-z0-9+/]{28})"
 _SUBJECT_MAGIC: Final = bytes((MAGIC, FormatVersion.V1, Cipher.AES_256_GCM, _SUBJECT))
+#: The shortest subject-key envelope (empty plaintext) and the AAD profiles a raw one may name.
+_SUBJECT_MIN_ENVELOPE: Final = _SUBJECT_PREFIX_LEN + MIN_BODY
+_PROFILES: Final = tuple(int(profile) for profile in AadProfile)
+#: A length field before a raw envelope: a varint of at most 5 bytes (a 32-bit length).
+_VARINT_MAX: Final = 5
 _VAULT_VERSION: Final = re.compile(rb"^vault:v(\d+):")
 #: The Spark twin of ``_FIELD_RE`` (a Java regex inside a SQL string literal: backslashes doubled twice).
 _FIELD_SQL_RE: Final = '"sr1:([A-Za-z0-9+/=\\\\\\\\]*)"'
@@ -89,6 +103,40 @@ def _envelope_prefix(envelope: bytes) -> bytes | None:
     if len(envelope) < length + MIN_BODY:
         return None
     return envelope[:length]
+
+
+def length_before(value: bytes, at: int) -> int | None:
+    """The smallest envelope length a varint ending just before ``at`` states (Avro ``2L`` or Protobuf ``L``),
+    among those a subject-key envelope starting at ``at`` can have; None when no reading fits."""
+    room = len(value) - at
+    best: int | None = None
+    stated = 0
+    for width in range(1, _VARINT_MAX + 1):
+        index = at - width
+        if index < 0:
+            break
+        byte = value[index]
+        if (width == 1) == (byte >= 0x80):  # the last byte has the high bit clear, the others set
+            break
+        stated = byte if width == 1 else stated * 128 + byte - 0x80
+        for length in (stated, stated // 2 if stated % 2 == 0 else -1):
+            if _SUBJECT_MIN_ENVELOPE <= length <= room and (best is None or length < best):
+                best = length
+    return best
+
+
+def raw_envelope_prefixes(value: bytes) -> list[bytes]:
+    """Key prefixes of the raw subject-key envelopes in a schema record's sealed bytes fields (module doc)."""
+    prefixes: list[bytes] = []
+    at = value.find(_SUBJECT_MAGIC, 1)
+    while at != -1:
+        length = length_before(value, at)
+        if length is not None and value[at + _SUBJECT_PREFIX_LEN] in _PROFILES:
+            prefixes.append(value[at : at + _SUBJECT_PREFIX_LEN])
+            at = value.find(_SUBJECT_MAGIC, at + length)
+        else:
+            at = value.find(_SUBJECT_MAGIC, at + 1)
+    return prefixes
 
 
 class StrongroomFormat(RecordFormat):
@@ -142,6 +190,8 @@ class StrongroomFormat(RecordFormat):
             if head[:4] != _SUBJECT_MAGIC:
                 return RecordKeys.malformed("a sealed field of a schema record does not hold a subject-key envelope")
             prefixes.append(head[:_SUBJECT_PREFIX_LEN])
+        if not prefixes:
+            prefixes = raw_envelope_prefixes(value)
         return RecordKeys(RecordKind.ENCRYPTED, tuple(prefixes))
 
     def dependency(self, prefix: bytes) -> KeyDependency:
@@ -200,6 +250,42 @@ class StrongroomFormat(RecordFormat):
             f"WHEN {_WRAPPED} THEN 8 + {kek_len} + {edek_len} ELSE 4 END)"
         )
 
+    @staticmethod
+    def _sql_raw_envelope_stages(when: str) -> list[tuple[str, str]]:
+        """The SQL twin of :func:`raw_envelope_prefixes` for the records ``when`` selects: ``_bpos`` (0-based
+        positions of ``F5 01 01 01``, from the pieces a split around it leaves; the value read as ISO-8859-1,
+        one character per byte), ``_bbytes`` (the 5 bytes before each, -1 before the start), ``_bcand`` (the
+        length field's smallest fitting length, or null) and ``_braw`` (the prefixes, resuming after each)."""
+        magic = "".join(f"\\\\x{b:02X}" for b in _SUBJECT_MAGIC)
+        parts = f"split(decode(value, 'ISO-8859-1'), '{magic}', -1)"
+        stated = ["cast(element_at(c.b, 1) AS BIGINT)"]
+        valid = ["element_at(c.b, 1) BETWEEN 0 AND 127"]
+        for width in range(2, _VARINT_MAX + 1):
+            stated.append(f"({stated[-1]} * 128 + element_at(c.b, {width}) - 128)")
+            valid.append(f"{valid[-1]} AND element_at(c.b, {width}) >= 128")
+        readings = []
+        for ok, length in zip(valid, stated, strict=True):
+            readings += [f"CASE WHEN {ok} THEN {length} END"]  # Protobuf: L
+            readings += [f"CASE WHEN {ok} AND {length} % 2 = 0 THEN {length} div 2 END"]  # Avro: zigzag 2L
+        fits = f"x -> x >= {_SUBJECT_MIN_ENVELOPE} AND x <= length(value) - c.p"
+        profiles = ", ".join(str(profile) for profile in _PROFILES)
+        return [
+            ("_bpos", f"CASE WHEN {when} THEN aggregate(slice({parts}, 1, size({parts}) - 1), "
+                      "named_struct('at', 0, 'ps', cast(array() AS ARRAY<INT>)), (acc, part) -> named_struct("
+                      "'at', acc.at + length(part) + 4, 'ps', concat(acc.ps, array(acc.at + length(part)))), "
+                      "acc -> acc.ps) END"),
+            ("_bbytes", f"transform(_bpos, p -> named_struct('p', p, 'b', transform(sequence(1, {_VARINT_MAX}), "
+                        f"w -> CASE WHEN p >= w THEN {sql_byte('value', 'p - w + 1')} ELSE -1 END)))"),
+            ("_bcand", f"transform(_bbytes, c -> named_struct('p', c.p, 'len', "
+                       f"array_min(filter(array({', '.join(readings)}), {fits}))))"),
+            ("_braw", "aggregate(_bcand, named_struct('skip', cast(0 AS BIGINT), "
+                      "'out', cast(array() AS ARRAY<BINARY>)), (acc, c) -> "
+                      "CASE WHEN c.p >= acc.skip AND c.len IS NOT NULL AND "
+                      f"{sql_byte('value', f'c.p + {_SUBJECT_PREFIX_LEN + 1}')} IN ({profiles}) THEN named_struct("
+                      "'skip', c.p + c.len, 'out', concat(acc.out, array(substring(value, c.p + 1, "
+                      f"{_SUBJECT_PREFIX_LEN})))) ELSE acc END, acc -> acc.out)"),
+        ]  # fmt: skip
+
     def spark_stages(self, *, full: bool = True) -> list[tuple[str, str]]:
         whole, fields, schema = int(ValueMode.WHOLE_VALUE), int(ValueMode.JSON_FIELDS), int(ValueMode.SCHEMA_FIELDS)
         decode = (
@@ -233,11 +319,14 @@ class StrongroomFormat(RecordFormat):
             # Schema records: the first 28 base64 characters of each sealed string field.
             ("_sfields", f"CASE WHEN _mode = {schema} AND value IS NOT NULL THEN transform(regexp_extract_all("
                          f"cast(value AS STRING), '{_SCHEMA_FIELD_SQL_RE}', 1), s -> unbase64(s)) END"),
+            # ... and, without one, the raw envelopes of sealed bytes fields.
+            *self._sql_raw_envelope_stages(f"_mode = {schema} AND value IS NOT NULL AND size(_sfields) = 0"),
             ("kind", common + f"WHEN _mode = {schema} THEN (CASE WHEN exists(_sfields, e -> substring(e, 1, 4) != "
                      f"X'{_SUBJECT_MAGIC.hex().upper()}') THEN 'malformed' ELSE 'encrypted' END) "
                      f"WHEN exists(_fields, e -> e IS NULL OR {too_short}) THEN 'malformed' ELSE 'encrypted' END"),
             ("prefixes", f"CASE WHEN kind = 'encrypted' THEN (CASE WHEN _mode = {whole} "
                          "THEN array(substring(value, 1, _plen)) "
-                         f"WHEN _mode = {schema} THEN transform(_sfields, e -> substring(e, 1, {_SUBJECT_PREFIX_LEN})) "
+                         f"WHEN _mode = {schema} THEN coalesce(_braw, "
+                         f"transform(_sfields, e -> substring(e, 1, {_SUBJECT_PREFIX_LEN}))) "
                          f"ELSE transform(_fields, e -> substring(e, 1, {self._sql_prefix_length('e')})) END) END"),
         ]  # fmt: skip
