@@ -1,4 +1,4 @@
-"""``strongroom keys``: the keys topic and its readers — create-topic, show, inventory, readers, rewrap.
+"""``strongroom keys``: the keys topic and its readers — create-topic, show, inventory, readers, rewrap, retire.
 
 ``keys_options`` (Kafka options plus the keys and readers topics) is shared with ``cli/erasure.py``.
 """
@@ -296,6 +296,50 @@ def rewrap(out: Output, bootstrap: str, command_config: str | None, keys_topic: 
     finally:
         kms.close()
     out.result(report.to_dict(), _render_rewrap)
+
+
+@keys.command()
+@keys_options
+@click.option(
+    "--partition",
+    "partitions",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="Only this partition of the keys topic (repeatable; default: every partition).",
+)
+@click.option("--dry-run", is_flag=True, help="Report what would be retired and dropped; write nothing.")
+@click.pass_obj
+def retire(out: Output, bootstrap: str, command_config: str | None, keys_topic: str, readers_topic: str,
+           partitions: tuple[int, ...], dry_run: bool) -> None:  # fmt: skip
+    """Drop the seal leases, retiring the subject keys they name (docs/shredding.md, "Leases accumulate"):
+    writers move each such subject to a new key at its next record; old records still open."""
+    from strongroom.keys.retire import retire as run_retire
+
+    del readers_topic  # (shared option; retiring reads and writes the keys topic only)
+    report = run_retire(
+        client_config(bootstrap, command_config), topic=keys_topic, partitions=partitions or None, dry_run=dry_run,
+        progress=progress_to(out),
+    )  # fmt: skip
+    out.result(report.to_dict(), _render_retire)
+
+
+def _render_retire(d: dict[str, Any]) -> str:
+    verb = ("would retire", "would drop") if d["dry_run"] else ("retired", "dropped")
+    lines = [
+        f"{d['keys_topic']}: {verb[0]} {d['keys_retired']} subject keys; {verb[1]} {d['lease_records_dropped']} "
+        f"seal-lease records ({d['lease_entries_dropped']} leases)"
+    ]
+    lines += [
+        f"  partition {p['partition']} (below offset {p['end_offset']}): {p['keys_retired']} keys, "
+        f"{p['lease_records_dropped']} lease records"
+        for p in d["partitions"]
+    ]
+    if not d["dry_run"] and d["keys_retired"]:
+        lines.append(
+            "writers make a new key for each of those subjects at its next record; compaction removes the leases"
+        )
+    return "\n".join(lines)
 
 
 def _rewrap_kms(kms_config: str | None, only_kek: str | None) -> Any:

@@ -127,6 +127,15 @@ class RewrapFailed(KeysError):
     default_hint = "fix the KMS problem named above and run `strongroom keys rewrap` again"
 
 
+class RetireFailed(KeysError):
+    """A retire record or a lease tombstone was not acknowledged by the keys topic."""
+
+    default_hint = (
+        "run `strongroom keys retire` again once Kafka accepts writes: a rerun is safe (it also retires the "
+        "keys made since)"
+    )
+
+
 class LostMarkingFailed(KeysError):
     """Lost markers (or their undo) could not be written to the keys topic, or did not read back in force."""
 
