@@ -227,6 +227,49 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
     return {"encrypt": dict(encrypted.records), "decrypt": dict(decrypted.records)}
 
 
+def drop_seal_leases(ctx: DemoContext) -> dict[str, Any]:
+    """Every restarted writer leases the keys it uses again; ``keys retire`` drops those leases."""
+    from strongroom.keys import KeyManager, KeyTable
+    from strongroom.keys.cache import KeyCache
+    from strongroom.keys.retire import retire
+    from strongroom.kms.registry import kms_from_config
+
+    client = ClientConfig(ctx.cluster.bootstrap_servers)
+    customers = sorted({json.loads(m.value())["customer_id"] for m in read_topic(ctx, ENCRYPTED_TOPIC)})
+    customers.remove(ctx.facts["victim"])  # erased: no key to lease
+    kms = kms_from_config(ctx.kms_config)
+    try:
+        old = {}
+        for _ in range(2):  # two writer restarts, each leasing every key it seals with
+            with KeyManager(client, kms, topic=ctx.keys_topic, table_options={"register": False}) as manager:
+                old = KeyCache(manager).get_or_create(customers)
+        planned = retire(client, topic=ctx.keys_topic, dry_run=True).to_dict()
+        ctx.say(
+            f"    after two writer restarts {ctx.keys_topic!r} holds {planned['lease_records_dropped']} seal-lease "
+            f"records ({planned['lease_entries_dropped']} leases); every writer's key table replays them all"
+        )
+        done = retire(client, topic=ctx.keys_topic).to_dict()
+        ctx.say(
+            f"    $ strongroom keys retire  ->  {done['keys_retired']} keys retired, "
+            f"{done['lease_records_dropped']} lease records dropped (compaction removes them)"
+        )
+        first = customers[0]
+        with KeyManager(client, kms, topic=ctx.keys_topic, table_options={"register": False}) as manager:
+            new = KeyCache(manager).get_or_create([first])[first]
+        with KeyTable(client, kms, topic=ctx.keys_topic, register=False, seal_usage=False) as table:
+            table.wait_caught_up(60)
+            state = table.subject_state(first)
+    finally:
+        kms.close()
+    rotated = new.key_id != old[first].key_id  # type: ignore[union-attr]
+    ctx.say(
+        f"    $ strongroom keys show {first}  ->  {len(state.keys)} keys: the retired one (exhausted, still opens "
+        f"{first}'s old records) and the new one the next writer made"
+    )
+    return {"lease_records_dropped": done["lease_records_dropped"], "keys_retired": done["keys_retired"],
+            "rotated": rotated, "keys_of_subject": len(state.keys)}  # fmt: skip
+
+
 CHAPTERS: list[tuple[str, Chapter]] = [
     ("Encrypt the customers' PII on Spark, one key per customer", encrypt_on_spark),
     ("Erase one customer (GDPR crypto-shredding)", erase_one_customer),
@@ -236,4 +279,5 @@ CHAPTERS: list[tuple[str, Chapter]] = [
         "Plaintext in disguise is refused: duplicate keys, lone surrogates, a downgraded record",
         refuse_disguised_plaintext,
     ),
+    ("Restarted writers leave seal leases behind; `strongroom keys retire` drops them", drop_seal_leases),
 ]
