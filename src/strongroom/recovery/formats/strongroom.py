@@ -22,8 +22,8 @@ is searched for raw subject-key envelopes, without the schema: the bytes ``F5 01
 profile byte 20 bytes on, and just before them a length field that states a length an envelope can have
 (≥ 49 bytes, within the value): Avro's zigzag varint ``2L`` or Protobuf's varint ``L`` (the smallest such
 ``L`` wins). The search resumes after each envelope found, so bytes inside one are never read as another.
-Plaintext that mimics this (an unsealed bytes field holding an envelope-like run) reads as a dependency
-on a subject key that is not in the keys topic (docs/schema-aware.md, "Recovery").
+Plaintext that mimics this (an unsealed bytes field holding an envelope-like run, or a copy of a real
+envelope) reads as a dependency on the subject key it names (docs/schema-aware.md, "Recovery").
 
 A WRAPPED_DEK prefix names its KEK directly. A SUBJECT_KEY prefix names a per-subject key, whose
 KEK is found through the keys topic chain (subject key → wrapping key → KMS KEK); the checker does
