@@ -132,7 +132,7 @@ class RetireFailed(KeysError):
 
     default_hint = (
         "run `strongroom keys retire` again once Kafka accepts writes: a rerun is safe (it also retires the "
-        "keys made since)"
+        "keys leased since)"
     )
 
 

@@ -72,6 +72,10 @@ def test_retire_moves_every_subject_to_a_new_key_and_its_leases_compact_away(
     try:
         planned = run(capsys, "keys", "retire", *common, "--dry-run")
         assert (planned["keys_retired"], planned["lease_records_dropped"]) == (len(SUBJECTS), len(leases))
+        assert main(["keys", "retire", *common, "--dry-run"]) == 0  # as text
+        assert f"would retire {len(SUBJECTS)} subject keys; would drop {len(leases)} seal-lease records" in (
+            capsys.readouterr().out
+        )
         assert end_offsets(client, keys_topic) == ends  # a dry run writes nothing
         assert main(["--output", "json", "keys", "retire", *common, "--partition", "99"]) != 0
         assert "has partitions 0 to 2; asked for [99]" in capsys.readouterr().err
