@@ -256,18 +256,17 @@ def drop_seal_leases(ctx: DemoContext) -> dict[str, Any]:
         first = customers[0]
         with KeyManager(client, kms, topic=ctx.keys_topic, table_options={"register": False}) as manager:
             new = KeyCache(manager).get_or_create([first])[first]
-        with KeyTable(client, kms, topic=ctx.keys_topic, register=False, seal_usage=False) as table:
+        with KeyTable(client, kms, topic=ctx.keys_topic, register=False) as table:  # a writer's: adds up leases
             table.wait_caught_up(60)
             state = table.subject_state(first)
     finally:
         kms.close()
-    rotated = new.key_id != old[first].key_id  # type: ignore[union-attr]
-    ctx.say(
-        f"    $ strongroom keys show {first}  ->  {len(state.keys)} keys: the retired one (exhausted, still opens "
-        f"{first}'s old records) and the new one the next writer made"
-    )
+    was, now = old[first].key_id.hex()[:8], new.key_id.hex()[:8]  # type: ignore[union-attr]
+    shown = ", ".join(f"{k.key_id.hex()[:8]}… {'exhausted' if k.exhausted else 'current'}" for k in state.keys)
+    ctx.say(f"    the next writer seals {first} under key {now}… instead of {was}…")
+    ctx.say(f"    {first}'s keys in a writer's key table: {shown} (an exhausted key still opens old records)")
     return {"lease_records_dropped": done["lease_records_dropped"], "keys_retired": done["keys_retired"],
-            "rotated": rotated, "keys_of_subject": len(state.keys)}  # fmt: skip
+            "rotated": was != now, "keys_of_subject": len(state.keys)}  # fmt: skip
 
 
 CHAPTERS: list[tuple[str, Chapter]] = [
