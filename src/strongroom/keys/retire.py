@@ -145,15 +145,16 @@ def retire(
     finally:
         keys_topic.close()
     report = RetireReport(topic, dry_run)
+    to_retire = {p: contents[p].leased_keys() for p in wanted}
     for p in wanted:
         found = contents[p]
         entries = sum(found.leases.values())
-        report.partitions.append(PartitionRetirement(p, ends[p], len(found.leased_keys()), len(found.leases), entries))
+        report.partitions.append(PartitionRetirement(p, ends[p], len(to_retire[p]), len(found.leases), entries))
     if dry_run:
         return report
     with KeysWriter(client, topic) as writer:
         for done, p in enumerate(wanted, 1):
-            _retire_partition(writer, p, contents[p].leased_keys(), list(contents[p].leases))
+            _retire_partition(writer, p, to_retire[p], list(contents[p].leases))
             tell("partitions retired", done, len(wanted))
     return report
 

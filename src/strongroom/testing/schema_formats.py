@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.serialization import MessageField, SerializationContext
+
+if TYPE_CHECKING:
+    from strongroom.schemas.registry import SchemaType
 
 AVRO_SCHEMA = {
     "type": "record",
@@ -175,6 +178,22 @@ def sealed_avro_record(
 ) -> tuple[list[tuple[str, bytes | None]], bytes]:
     """A customer event as strongroom's schema mode writes it (``email`` and ``name`` sealed under the subject
     key ``key_id``, the marker header 0x01 0x03), without a registry (the schema is preloaded)."""
+    payload = avro_payload(AVRO_SCHEMA, customer_events(1, 1)[0])
+    return _sealed("AVRO", json.dumps(AVRO_SCHEMA), schema_id, payload, key_id, dek, topic, subject)
+
+
+def _sealed(
+    schema_type: SchemaType,
+    text: str,
+    schema_id: int,
+    payload: bytes,
+    key_id: bytes,
+    dek: bytes,
+    topic: str,
+    subject: bytes,
+) -> tuple[list[tuple[str, bytes | None]], bytes]:
+    """``payload`` framed with ``schema_id`` and its PII fields sealed by schema mode under the subject key
+    ``key_id``, the schema preloaded into a registry that is never asked; with the marker header."""
     from strongroom.envelope import RecordContext, ValueMode, marker_header
     from strongroom.envelope.keyref import SubjectKeyRef
     from strongroom.schemas.fields import Selection
@@ -183,11 +202,9 @@ def sealed_avro_record(
     from strongroom.schemas.wire import frame
 
     registry = SchemaRegistry("http://127.0.0.1:9/never-asked")
-    registry.preload(schema_id, RegisteredSchema("AVRO", json.dumps(AVRO_SCHEMA)))
+    registry.preload(schema_id, RegisteredSchema(schema_type, text))
     fields = SchemaFields(registry, Selection(frozenset({"PII"})))
-    event = customer_events(1, 1)[0]
-    value = frame(schema_id, avro_payload(AVRO_SCHEMA, event))
-    sealed = fields.seal(value, dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
+    sealed = fields.seal(frame(schema_id, payload), dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
     return [marker_header(ValueMode.SCHEMA_FIELDS)], sealed
 
 
@@ -218,12 +235,9 @@ message Scan {
 
 def _proto_field(number: int, data: bytes) -> bytes:
     """One length-delimited Protobuf field (wire type 2): tag, varint length, bytes."""
-    out = bytearray(((number << 3) | 2,))
-    length = len(data)
-    while length >= 0x80:
-        out.append(length & 0x7F | 0x80)
-        length >>= 7
-    return bytes(out) + bytes((length,)) + data
+    from strongroom.recovery.formats.kroxylicious import write_uvarint
+
+    return bytes(((number << 3) | 2,)) + write_uvarint(len(data)) + data
 
 
 def sealed_bytes_record(
@@ -240,21 +254,11 @@ def sealed_bytes_record(
 ) -> tuple[list[tuple[str, bytes | None]], bytes]:
     """A scan record (Avro or Protobuf) as schema mode writes it: ``photo`` and ``thumb`` sealed as raw
     envelopes under the subject key ``key_id``, no sealed string field; the schema is preloaded."""
-    from strongroom.envelope import RecordContext, ValueMode, marker_header
-    from strongroom.envelope.keyref import SubjectKeyRef
-    from strongroom.schemas.fields import Selection
-    from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
-    from strongroom.schemas.sealing import SchemaFields
-    from strongroom.schemas.wire import frame
-
-    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")
     if schema_format == "avro":
-        registry.preload(schema_id, RegisteredSchema("AVRO", json.dumps(BYTES_AVRO_SCHEMA)))
         payload = avro_payload(BYTES_AVRO_SCHEMA, {"id": "scan-1", "photo": photo, "n": n, "thumb": thumb})
-    else:
-        registry.preload(schema_id, RegisteredSchema("PROTOBUF", BYTES_PROTO_SCHEMA))
-        number = bytes((3 << 3,)) + bytes((n,))  # int64 n = 3 (varint; n < 128)
-        payload = b"\x00" + _proto_field(1, b"scan-1") + _proto_field(2, photo) + number + _proto_field(4, thumb)
-    fields = SchemaFields(registry, Selection(frozenset({"PII"})))
-    sealed = fields.seal(frame(schema_id, payload), dek, SubjectKeyRef(key_id), RecordContext(topic, subject))
-    return [marker_header(ValueMode.SCHEMA_FIELDS)], sealed
+        return _sealed("AVRO", json.dumps(BYTES_AVRO_SCHEMA), schema_id, payload, key_id, dek, topic, subject)
+    from strongroom.recovery.formats.kroxylicious import write_uvarint
+
+    number = bytes((3 << 3,)) + write_uvarint(n)  # int64 n = 3 (varint)
+    payload = b"\x00" + _proto_field(1, b"scan-1") + _proto_field(2, photo) + number + _proto_field(4, thumb)
+    return _sealed("PROTOBUF", BYTES_PROTO_SCHEMA, schema_id, payload, key_id, dek, topic, subject)
