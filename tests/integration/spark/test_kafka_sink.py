@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import TopicPartition
 from pyspark.sql import DataFrame, SparkSession
@@ -175,3 +177,53 @@ def test_a_fenced_task_says_so_even_when_the_client_fails_without_naming_it(
         assert "another producer took over its transactional id" in str(failure)
     finally:
         txn.close()
+
+
+def test_the_jvm_sink_keeps_its_clients_between_batches_and_replaces_them_once_fenced(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], unique_name: Callable[[str], str]
+) -> None:
+    """The JVM sink keeps a partition's producer for the next micro-batch (TxnClients.java). When another
+    producer took the transactional id meanwhile (here the Python sink, writing part of a partition), the
+    kept one is found fenced before it sends a record, replaced, and the write goes on from the offset the
+    other producer committed: every record once."""
+    from strongroom.spark.jobs.common import source_rows
+    from strongroom.spark.jvm_sink import close_idle_clients, copy_settings, jvm_tasks
+
+    writer: Any = spark.sparkContext._jvm.io.strongroom.dataplane.sink.ExactlyOnceWriter  # type: ignore[union-attr]
+    close_idle_clients(spark)  # the session is shared: start without clients of other tests
+    bootstrap = kafka_cluster.bootstrap_servers
+    src, dst = new_topic(partitions=2), new_topic(partitions=2)
+    producer = build_producer(ClientConfig(bootstrap).producer())
+    for i in range(600):
+        producer.produce(src, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    where = {(r["partition"], r["offset"]): bytes(r["value"]) for r in read_topic(spark, bootstrap, src).collect()}
+
+    def upto(end: int, partitions: tuple[int, ...] = (0, 1)) -> DataFrame:
+        frame = read_topic(spark, bootstrap, src)
+        return frame.filter((F.col("offset") < end) & F.col("partition").isin(*partitions))
+
+    config = TransactionalSinkConfig(bootstrap, unique_name("jvm-kept"))
+    tasks = jvm_tasks(spark, copy_settings(config, {src: dst}))
+    first = write_exactly_once(source_rows(upto(100)), config, one_task_per_partition=True, tasks=tasks)
+    assert sum(r.written for r in first) == 200
+    assert writer.idleClients() == 2, "each partition's clients are kept for the next batch"
+
+    # the Python sink takes partition 0's transactional id and writes its offsets 100-149
+    other = write_exactly_once(sink_frame(upto(150, (0,)), dst), config, one_task_per_partition=True)
+    assert [(r.src_partition, r.next_offset) for r in other] == [(0, 150)]
+
+    second = write_exactly_once(source_rows(upto(200)), config, one_task_per_partition=True, tasks=tasks)
+    by_partition = {r.src_partition: r for r in second}
+    assert (by_partition[0].written, by_partition[0].replayed_skipped) == (50, 150)
+    assert (by_partition[1].written, by_partition[1].replayed_skipped) == (100, 100)
+    assert writer.idleClients() == 2, "the fenced producer was replaced, and the new one kept"
+
+    expected = Counter(
+        value
+        for (partition, offset), value in where.items()
+        if offset < 200 and not (partition == 0 and 100 <= offset < 150 and offset % 10 == 3)  # the policy drop
+    )
+    assert Counter(value for _, value in read_committed(bootstrap, dst, 2)) == expected, "every record once"
+    close_idle_clients(spark)
+    assert writer.idleClients() == 0

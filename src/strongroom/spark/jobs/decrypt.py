@@ -61,7 +61,13 @@ from strongroom.spark.jobs.common import (
 )
 from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
 from strongroom.spark.jobs.results import DecryptResult
-from strongroom.spark.jvm_sink import DecryptPolicies, decrypt_settings, jvm_tasks, require_jvm_engine
+from strongroom.spark.jvm_sink import (
+    DecryptPolicies,
+    close_idle_clients,
+    decrypt_settings,
+    jvm_tasks,
+    require_jvm_engine,
+)
 from strongroom.spark.kafka_sink import transformed
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
@@ -185,6 +191,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
 
     def close(self) -> None:
         self.service.close()
+        if self.settings.engine == Engine.JVM:
+            close_idle_clients(self.spark)
         self.pending.close()
         self.table.close()
         self.heap.release()

@@ -25,6 +25,19 @@ public final class ExactlyOnceWriter {
         return summaries.toArray(new String[0]);
     }
 
+    /**
+     * Close the Kafka clients kept for the next micro-batches' transactions in this JVM (a pipeline closed). In local
+     * mode this JVM runs the tasks; a cluster's executors close theirs once idle ({@link TxnClients#IDLE_NANOS}).
+     */
+    public static void closeIdleClients() {
+        TxnClients.closeIdle();
+    }
+
+    /** Number of kept Kafka clients in this JVM (for tests). */
+    public static int idleClients() {
+        return TxnClients.idleCount();
+    }
+
     /** The task function (serialised into the task closure with the settings text). */
     private static final class Task implements FlatMapFunction<Iterator<InternalRow>, String> {
         private static final long serialVersionUID = 1L;

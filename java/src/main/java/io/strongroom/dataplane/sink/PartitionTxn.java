@@ -1,13 +1,11 @@
 package io.strongroom.dataplane.sink;
 
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -17,7 +15,8 @@ import org.apache.kafka.common.header.internals.RecordHeader;
 /**
  * The transaction writing one source partition's rows, as {@code _PartitionTxn} in
  * {@code strongroom/spark/kafka_sink.py}: the same transactional id (so the engines fence each other),
- * the group's committed offset read after the fencing, the new source offset sent inside the transaction.
+ * the group's committed offset read after the fencing (or by clients kept from the partition's last transaction, once
+ * they proved they still hold the id: {@link TxnClients}), the new source offset sent inside the transaction.
  * No per-record callback: a failed delivery makes {@code commitTransaction} throw, and the write aborts.
  */
 final class PartitionTxn implements AutoCloseable {
@@ -31,32 +30,22 @@ final class PartitionTxn implements AutoCloseable {
     long skipped;
     final Map<String, Long> statuses = new TreeMap<>();
     private final SinkSettings settings;
+    private final TxnClients clients;
     private final KafkaProducer<byte[], byte[]> producer;
     private boolean open;
+    /** Whether the transaction ended without error, so the clients may serve the partition's next one. */
+    private boolean reusable;
 
     PartitionTxn(SinkSettings settings, String topic, int partition) {
         this.settings = settings;
         this.topic = topic;
         this.partition = partition;
-        this.producer = new KafkaProducer<>(settings.producerConfig(topic, partition));
-        try {
-            producer.initTransactions(); // fences zombies, finishes their open transaction
-            long committed = -1;
-            try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(settings.consumerConfig())) {
-                TopicPartition tp = new TopicPartition(topic, partition);
-                OffsetAndMetadata found = consumer.committed(java.util.Set.of(tp), Duration.ofSeconds(60)).get(tp);
-                if (found != null) {
-                    committed = found.offset();
-                }
-            }
-            this.groupOffset = committed >= 0 ? committed : -1;
-            this.committedBefore = Math.max(committed, 0);
-            producer.beginTransaction();
-            open = true;
-        } catch (RuntimeException e) {
-            producer.close(Duration.ZERO);
-            throw e;
-        }
+        TxnClients.Taken taken = TxnClients.take(settings, topic, partition);
+        this.clients = taken.clients();
+        this.producer = clients.producer;
+        this.groupOffset = taken.committed();
+        this.committedBefore = Math.max(taken.committed(), 0);
+        open = true;
     }
 
     /** Count a row's verdict and write it if the policy says so (offset order within the partition). */
@@ -87,14 +76,19 @@ final class PartitionTxn implements AutoCloseable {
         producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(settings.groupId()));
         producer.commitTransaction(); // flushes; throws if any record was not delivered
         open = false;
+        reusable = true;
     }
 
     void abort() {
         open = false;
         producer.abortTransaction();
+        reusable = true;
     }
 
-    /** On a stop: end the transaction now (best effort; a later attempt's fencing aborts it anyway). */
+    /**
+     * On a stop: end the transaction now (best effort; a later attempt's fencing aborts it anyway). A failed task's
+     * clients are never kept, even of a partition whose transaction ended cleanly.
+     */
     void abortIfOpen() {
         if (open) {
             try {
@@ -103,15 +97,21 @@ final class PartitionTxn implements AutoCloseable {
                 // the brokers may be what failed: the next attempt's fencing aborts it; the original error wins
             }
         }
+        reusable = false;
     }
 
     long nextOffset() {
         return Math.max(lastOffset + 1, committedBefore);
     }
 
+    /** Keep the clients for the partition's next transaction if this one ended cleanly; else close them. */
     @Override
     public void close() {
-        producer.close(Duration.ofSeconds(open ? 0 : 30));
+        if (reusable && !open) {
+            clients.giveBack();
+        } else {
+            clients.closeNow();
+        }
     }
 
     static byte[] utf8(String text) {
