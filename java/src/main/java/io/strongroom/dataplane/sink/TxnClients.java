@@ -13,7 +13,6 @@ import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 
 /**
@@ -34,7 +33,8 @@ import org.apache.kafka.common.TopicPartition;
  */
 final class TxnClients {
     static final long IDLE_NANOS = TimeUnit.SECONDS.toNanos(60);
-    static final int MAX_IDLE = 64;
+    /** Each kept producer holds its pooled batch buffers (a few MB with the sink's 1 MB batches). */
+    static final int MAX_IDLE = 32;
 
     /** Idle clients by their configuration (bootstrap, security, transactional id, group), oldest first. */
     private static final Map<List<Map<String, Object>>, TxnClients> IDLE = new LinkedHashMap<>();
@@ -77,7 +77,7 @@ final class TxnClients {
                 kept.producer.sendOffsetsToTransaction(Map.of(source, new OffsetAndMetadata(Math.max(committed, 0))),
                         new ConsumerGroupMetadata(settings.groupId()));
                 return new Taken(kept, committed);
-            } catch (KafkaException e) {
+            } catch (RuntimeException e) { // a KafkaException, or a producer left in a state it cannot begin from
                 kept.closeNow(); // fenced, or its connections broke: a new producer takes the id over
             }
         }
