@@ -285,7 +285,7 @@ class PassthroughJob(StreamingJob[PipelineResult]):
 
     def close(self) -> None:
         if self.settings.engine == Engine.JVM:  # as the pipelines do: a restart finds no kept producers
-            close_idle_clients(self.spark)
+            close_idle_clients(self.spark, self.sink.group_id)
 
     def _process(self, batch: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F

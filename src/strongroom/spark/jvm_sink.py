@@ -205,12 +205,13 @@ def jvm_tasks(spark: SparkSession, settings: str) -> WriteTasks:
     return run
 
 
-def close_idle_clients(spark: SparkSession) -> None:
-    """Close the Kafka clients the JVM sink keeps between micro-batches (``TxnClients.java``) in this JVM.
+def close_idle_clients(spark: SparkSession, group_id: str | None = None) -> None:
+    """Close the Kafka clients the JVM sink keeps between micro-batches (``TxnClients.java``) in this JVM: of
+    the pipeline whose consumer group is ``group_id``, or of every pipeline.
 
     A pipeline calls it when it closes, so its producers do not outlive it; in local mode this JVM runs the
     tasks, and a cluster's executors close theirs once idle for a minute. A stopped session has none left."""
     if spark.sparkContext._jsc is None or not _jvm_has_writer(spark):
         return
     jvm: Any = spark.sparkContext._jvm
-    jvm.io.strongroom.dataplane.sink.ExactlyOnceWriter.closeIdleClients()
+    jvm.io.strongroom.dataplane.sink.ExactlyOnceWriter.closeIdleClients(group_id)

@@ -225,5 +225,7 @@ def test_the_jvm_sink_keeps_its_clients_between_batches_and_replaces_them_once_f
         if offset < 200 and not (partition == 0 and 100 <= offset < 150 and offset % 10 == 3)  # the policy drop
     )
     assert Counter(value for _, value in read_committed(bootstrap, dst, 2)) == expected, "every record once"
-    close_idle_clients(spark)
+    close_idle_clients(spark, "strongroom-another-pipeline")
+    assert writer.idleClients() == 2, "a pipeline that closes closes its own clients only"
+    close_idle_clients(spark, config.group_id)
     assert writer.idleClients() == 0

@@ -192,7 +192,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
     def close(self) -> None:
         self.service.close()
         if self.settings.engine == Engine.JVM:
-            close_idle_clients(self.spark)
+            close_idle_clients(self.spark, self.sink.group_id)
         self.pending.close()
         self.table.close()
         self.heap.release()

@@ -118,7 +118,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
     def close(self) -> None:
         self.service.close()
         if self.settings.engine == Engine.JVM:
-            close_idle_clients(self.spark)
+            close_idle_clients(self.spark, self.sink.group_id)
         self.keys.close()
         self.heap.release()
 

@@ -26,11 +26,12 @@ public final class ExactlyOnceWriter {
     }
 
     /**
-     * Close the Kafka clients kept for the next micro-batches' transactions in this JVM (a pipeline closed). In local
-     * mode this JVM runs the tasks; a cluster's executors close theirs once idle ({@link TxnClients#IDLE_NANOS}).
+     * Close the Kafka clients this JVM keeps for the next micro-batches of the pipeline whose consumer group is
+     * {@code groupId} (it closed; null: of every pipeline). In local mode this JVM runs the tasks; a cluster's
+     * executors close theirs once idle ({@link TxnClients#IDLE_NANOS}).
      */
-    public static void closeIdleClients() {
-        TxnClients.closeIdle();
+    public static void closeIdleClients(String groupId) {
+        TxnClients.closeIdle(groupId);
     }
 
     /** Number of kept Kafka clients in this JVM (for tests). */

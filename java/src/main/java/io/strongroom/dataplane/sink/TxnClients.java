@@ -9,6 +9,7 @@ import java.util.Set;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -29,7 +30,7 @@ import org.apache.kafka.common.TopicPartition;
  * and is replaced by a new one whose {@code initTransactions} fences the other holder and ends its open transaction
  * (the committed offset is then read again). A client is only given back after its transaction ended without error;
  * anything else closes it. Idle clients are closed after {@link #IDLE_NANOS}, at most {@link #MAX_IDLE} are kept, and
- * {@link #closeIdle} closes them all (the driver calls it when a pipeline closes).
+ * {@link #closeIdle} closes a pipeline's (the driver calls it when the pipeline closes).
  */
 final class TxnClients {
     static final long IDLE_NANOS = TimeUnit.SECONDS.toNanos(60);
@@ -126,19 +127,18 @@ final class TxnClients {
         }
     }
 
-    /** Close every idle client (a pipeline closed; tasks running now keep theirs until they end). */
-    static void closeIdle() {
-        closeWhere(Long.MAX_VALUE);
+    /** Close the idle clients of the consumer group {@code groupId}: one pipeline's (it closed); null: all. */
+    static void closeIdle(String groupId) {
+        closeWhere(idle -> groupId == null || groupId.equals(idle.key.get(1).get(ConsumerConfig.GROUP_ID_CONFIG)));
     }
 
-    /** Close the clients idle for {@code olderThanNanos} or longer. */
-    private static void closeWhere(long olderThanNanos) {
+    /** Close the idle clients {@code doomed} picks. */
+    private static void closeWhere(java.util.function.Predicate<TxnClients> doomed) {
         List<TxnClients> closing = new java.util.ArrayList<>();
-        long now = System.nanoTime();
         synchronized (IDLE) {
             for (Iterator<TxnClients> it = IDLE.values().iterator(); it.hasNext();) {
                 TxnClients idle = it.next();
-                if (olderThanNanos == Long.MAX_VALUE || now - idle.idleSince >= olderThanNanos) {
+                if (doomed.test(idle)) {
                     closing.add(idle);
                     it.remove();
                 }
@@ -168,7 +168,10 @@ final class TxnClients {
                 return thread;
             });
             long period = TimeUnit.NANOSECONDS.toSeconds(IDLE_NANOS) / 4;
-            sweeper.scheduleWithFixedDelay(() -> closeWhere(IDLE_NANOS), period, period, TimeUnit.SECONDS);
+            sweeper.scheduleWithFixedDelay(() -> {
+                long now = System.nanoTime();
+                closeWhere(idle -> now - idle.idleSince >= IDLE_NANOS);
+            }, period, period, TimeUnit.SECONDS);
         }
     }
 }
