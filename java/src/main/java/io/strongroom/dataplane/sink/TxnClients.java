@@ -79,7 +79,7 @@ final class TxnClients {
                         new ConsumerGroupMetadata(settings.groupId()));
                 return new Taken(kept, committed);
             } catch (RuntimeException e) { // a KafkaException, or a producer left in a state it cannot begin from
-                kept.closeNow(); // fenced, or its connections broke: a new producer takes the id over
+                quietlyClose(kept); // fenced, or its connections broke: a new producer takes the id over
             }
         }
         TxnClients fresh = new TxnClients(key);
@@ -145,11 +145,15 @@ final class TxnClients {
             }
         }
         for (TxnClients idle : closing) {
-            try {
-                idle.closeNow();
-            } catch (RuntimeException e) {
-                // closing a client whose brokers are gone: nothing left to release
-            }
+            quietlyClose(idle);
+        }
+    }
+
+    private static void quietlyClose(TxnClients clients) {
+        try {
+            clients.closeNow();
+        } catch (RuntimeException e) {
+            // closing a client whose brokers are gone: nothing left to release
         }
     }
 
