@@ -213,7 +213,9 @@ def test_the_jvm_sink_keeps_its_clients_between_batches_and_replaces_them_once_f
     other = write_exactly_once(sink_frame(upto(150, (0,)), dst), config, one_task_per_partition=True)
     assert [(r.src_partition, r.next_offset) for r in other] == [(0, 150)]
 
+    created = writer.clientsCreated()
     second = write_exactly_once(source_rows(upto(200)), config, one_task_per_partition=True, tasks=tasks)
+    assert writer.clientsCreated() - created == 1, "partition 1 used its kept clients; partition 0 new ones"
     by_partition = {r.src_partition: r for r in second}
     assert (by_partition[0].written, by_partition[0].replayed_skipped) == (50, 150)
     assert (by_partition[1].written, by_partition[1].replayed_skipped) == (100, 100)

@@ -34,6 +34,11 @@ public final class ExactlyOnceWriter {
         TxnClients.closeIdle(groupId);
     }
 
+    /** Number of Kafka client pairs (producer, offset reader) created in this JVM so far (for tests). */
+    public static long clientsCreated() {
+        return TxnClients.createdCount();
+    }
+
     /** Number of kept Kafka clients in this JVM (for tests). */
     public static int idleClients() {
         return TxnClients.idleCount();

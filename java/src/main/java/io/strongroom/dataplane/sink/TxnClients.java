@@ -40,6 +40,8 @@ final class TxnClients {
     /** Idle clients by their configuration (bootstrap, security, transactional id, group), oldest first. */
     private static final Map<List<Map<String, Object>>, TxnClients> IDLE = new LinkedHashMap<>();
     private static ScheduledExecutorService sweeper;
+    /** Clients created in this JVM so far (for tests: whether a batch found kept ones). */
+    private static final java.util.concurrent.atomic.AtomicLong CREATED = new java.util.concurrent.atomic.AtomicLong();
 
     final KafkaProducer<byte[], byte[]> producer;
     final KafkaConsumer<byte[], byte[]> consumer;
@@ -48,6 +50,7 @@ final class TxnClients {
 
     private TxnClients(List<Map<String, Object>> key) {
         this.key = key;
+        CREATED.incrementAndGet();
         this.producer = new KafkaProducer<>(key.get(0));
         try {
             producer.initTransactions(); // fences zombies, finishes their open transaction
@@ -155,6 +158,11 @@ final class TxnClients {
         } catch (RuntimeException e) {
             // closing a client whose brokers are gone: nothing left to release
         }
+    }
+
+    /** Clients created in this JVM so far (for tests). */
+    static long createdCount() {
+        return CREATED.get();
     }
 
     /** Number of idle clients (for tests). */
