@@ -117,7 +117,7 @@ final class TxnClients {
             startSweeper();
         }
         if (evicted != null) {
-            evicted.closeNow();
+            quietlyClose(evicted); // the task's own transaction is committed: closing another's never fails it
         }
     }
 
