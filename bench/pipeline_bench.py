@@ -86,7 +86,7 @@ from strongroom.spark.jobs.common import (
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.results import PipelineResult
-from strongroom.spark.jvm_sink import close_idle_clients, copy_settings, jvm_tasks
+from strongroom.spark.jvm_sink import copy_settings, jvm_tasks
 from strongroom.spark.kafka_sink import BATCHING, write_exactly_once
 from strongroom.spark.session import build_spark_session
 from strongroom.testing.kafka_cluster import KafkaCluster
@@ -284,8 +284,7 @@ class PassthroughJob(StreamingJob[PipelineResult]):
         return self.counters.snapshot()
 
     def close(self) -> None:
-        if self.settings.engine == Engine.JVM:  # as the pipelines do: a restart finds no kept producers
-            close_idle_clients(self.spark, self.sink.group_id)
+        self.close_kept_clients()
 
     def _process(self, batch: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F

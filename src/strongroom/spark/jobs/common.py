@@ -24,6 +24,7 @@ from strongroom.policies import Engine
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_progress
 from strongroom.spark.jobs.results import InputGaps, PipelineResult
+from strongroom.spark.jvm_sink import close_idle_clients
 from strongroom.spark.kafka_sink import (
     PartitionSummary,
     RowTransform,
@@ -349,6 +350,12 @@ class StreamingJob(Generic[ResultT]):
 
     def close(self) -> None:
         """Release what the job holds (key tables, producers)."""
+
+    def close_kept_clients(self) -> None:
+        """Close the Kafka clients the JVM sink kept for this pipeline's next micro-batches (its consumer
+        group's), so a restart starts with new ones; part of every JVM-engine job's :meth:`close`."""
+        if self.settings.engine == Engine.JVM:
+            close_idle_clients(self.spark, self.sink.group_id)
 
     def attach_metrics(self, registry: CollectorRegistry) -> None:
         """Export the job's figures on ``registry`` (``--metrics-port``, docs/metrics.md): records per

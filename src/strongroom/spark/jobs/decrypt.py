@@ -63,7 +63,6 @@ from strongroom.spark.jobs.pending import HeldRecord, PendingBuffer
 from strongroom.spark.jobs.results import DecryptResult
 from strongroom.spark.jvm_sink import (
     DecryptPolicies,
-    close_idle_clients,
     decrypt_settings,
     jvm_tasks,
     require_jvm_engine,
@@ -191,8 +190,7 @@ class DecryptJob(StreamingJob[DecryptResult]):
 
     def close(self) -> None:
         self.service.close()
-        if self.settings.engine == Engine.JVM:
-            close_idle_clients(self.spark, self.sink.group_id)
+        self.close_kept_clients()
         self.pending.close()
         self.table.close()
         self.heap.release()

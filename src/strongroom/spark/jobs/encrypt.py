@@ -45,7 +45,7 @@ from strongroom.spark.jobs.common import (
     wait_out_kms_outage,
 )
 from strongroom.spark.jobs.results import EncryptResult
-from strongroom.spark.jvm_sink import close_idle_clients, encrypt_settings, jvm_tasks, require_jvm_engine
+from strongroom.spark.jvm_sink import encrypt_settings, jvm_tasks, require_jvm_engine
 from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
 from strongroom.spark.schema_plans import SchemaPlans
@@ -117,8 +117,7 @@ class EncryptJob(StreamingJob[EncryptResult]):
 
     def close(self) -> None:
         self.service.close()
-        if self.settings.engine == Engine.JVM:
-            close_idle_clients(self.spark, self.sink.group_id)
+        self.close_kept_clients()
         self.keys.close()
         self.heap.release()
 

@@ -7,7 +7,6 @@ import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -31,7 +30,6 @@ final class PartitionTxn implements AutoCloseable {
     final Map<String, Long> statuses = new TreeMap<>();
     private final SinkSettings settings;
     private final TxnClients clients;
-    private final KafkaProducer<byte[], byte[]> producer;
     private boolean open;
     /** Whether the transaction ended without error, so the clients may serve the partition's next one. */
     private boolean reusable;
@@ -42,7 +40,6 @@ final class PartitionTxn implements AutoCloseable {
         this.partition = partition;
         TxnClients.Taken taken = TxnClients.take(settings, topic, partition);
         this.clients = taken.clients();
-        this.producer = clients.producer;
         this.groupOffset = taken.committed();
         this.committedBefore = Math.max(taken.committed(), 0);
         open = true;
@@ -61,7 +58,8 @@ final class PartitionTxn implements AutoCloseable {
                 headers.add(new RecordHeader(h.name(), h.value()));
             }
             Long ts = verdict.timestampMs() != null && verdict.timestampMs() >= 0 ? verdict.timestampMs() : null;
-            producer.send(new ProducerRecord<>(verdict.topic(), null, ts, verdict.key(), verdict.value(), headers));
+            clients.producer.send(
+                    new ProducerRecord<>(verdict.topic(), null, ts, verdict.key(), verdict.value(), headers));
             written++;
         }
     }
@@ -73,15 +71,15 @@ final class PartitionTxn implements AutoCloseable {
         }
         Map<TopicPartition, OffsetAndMetadata> offsets = Map.of(new TopicPartition(topic, partition),
                 new OffsetAndMetadata(lastOffset + 1));
-        producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(settings.groupId()));
-        producer.commitTransaction(); // flushes; throws if any record was not delivered
+        clients.producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(settings.groupId()));
+        clients.producer.commitTransaction(); // flushes; throws if any record was not delivered
         open = false;
         reusable = true;
     }
 
     void abort() {
         open = false;
-        producer.abortTransaction();
+        clients.producer.abortTransaction();
         reusable = true;
     }
 
@@ -107,7 +105,7 @@ final class PartitionTxn implements AutoCloseable {
     /** Keep the clients for the partition's next transaction if this one ended cleanly; else close them. */
     @Override
     public void close() {
-        if (reusable && !open) {
+        if (reusable) { // set only once the transaction ended
             clients.giveBack();
         } else {
             clients.closeNow();
