@@ -41,7 +41,7 @@ from strongroom.errors import StrongroomError
 from strongroom.schemas.fields import Selection
 from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
 from strongroom.schemas.sealing import SchemaFields
-from strongroom.spark.dataplane import pyspark_jars_dir, require_dataplane_jar
+from strongroom.spark.dataplane import runtime_classpath
 
 Operation = dict[str, Any]
 Outcome = dict[str, Any]
@@ -112,7 +112,8 @@ def _python_output(op: Operation) -> bytes:
 def _schema_output(op: Operation, value: bytes, ctx: RecordContext) -> bytes:
     """Schema mode: the record's schema (``schema_plan["schema"]``) under ``schema_id``, the rule's selection."""
     registry = SchemaRegistry("http://127.0.0.1:9/never-asked")  # every schema is preloaded
-    registry.preload(op["schema_id"], RegisteredSchema("AVRO", op["schema_plan"]["schema"]))
+    plan = op["schema_plan"]
+    registry.preload(op["schema_id"], RegisteredSchema(plan.get("type", "AVRO"), plan["schema"]))
     selection = Selection(frozenset(op["selection"]["tags"]), tuple(op["selection"]["paths"]))
     fields = SchemaFields(registry, selection)
     if op["op"] == "seal_schema":
@@ -128,11 +129,12 @@ def run_python(op: Operation) -> Outcome:
 
 
 def java_classpath() -> str:
-    return f"{require_dataplane_jar()}:{pyspark_jars_dir() / '*'}"
+    return runtime_classpath()
 
 
-def run_java(ops: Sequence[Operation]) -> list[Outcome]:
-    """Run ``ops`` through the jar's CodecTool in one JVM; one outcome per operation, in order."""
+def run_java(ops: Sequence[Operation], *, messages: bool = False) -> list[Outcome]:
+    """Run ``ops`` through the jar's CodecTool in one JVM; one outcome per operation, in order (``messages``: a
+    refusal keeps the JVM's ``message``, its problem and hint, for tests that compare wording)."""
     java = shutil.which("java")
     assert java, "java is not on PATH"
     lines = "".join(json.dumps(op) + "\n" for op in ops)
@@ -146,7 +148,8 @@ def run_java(ops: Sequence[Operation]) -> list[Outcome]:
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
     # The JVM's messages are for people; the comparison is on the outcome (kind or output bytes).
     outcomes = [
-        {k: v for k, v in json.loads(line).items() if k != "message"} for line in done.stdout.decode().splitlines()
+        {k: v for k, v in json.loads(line).items() if messages or k != "message"}
+        for line in done.stdout.decode().splitlines()
     ]
     assert len(outcomes) == len(ops), done.stderr.decode(errors="replace")[-4000:]
     return outcomes

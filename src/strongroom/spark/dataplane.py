@@ -7,7 +7,9 @@ from here rather than from a second dependency manager:
 * every jar PySpark ships (``pyspark/jars``: Spark, Scala, Jackson 2.18, ...);
 * the ``kafka-clients`` jar that Spark's Kafka connector depends on, from the Ivy cache that the
   session warm-up (``python -m strongroom.spark.session``) fills. Its version is read from the
-  connector's own Ivy descriptor, so it always matches the connector the session loads.
+  connector's own Ivy descriptor, so it always matches the connector the session loads;
+* the JSON Schema validator (:data:`JSON_SCHEMA_VALIDATOR`), resolved by the same warm-up: the JVM engine
+  validates JSON Schema payloads before it seals them, as the client library does with ``jsonschema``.
 
 ``python -m strongroom.spark.dataplane classpath`` prints that classpath for the Makefile;
 ``python -m strongroom.spark.dataplane jar`` prints where the jar is expected.
@@ -28,6 +30,18 @@ from strongroom.errors import StackError
 JAR_ENV: Final = "STRONGROOM_DATAPLANE_JAR"
 JAR_NAME: Final = "strongroom-dataplane.jar"
 _BUILD_HINT: Final = "run `make install` in the strongroom checkout (it compiles java/ into build/)"
+#: The JVM engine's JSON Schema validator (Jackson 2, like Spark's own Jackson; its 3.x line needs Jackson 3).
+JSON_SCHEMA_VALIDATOR: Final = "com.networknt:json-schema-validator:1.5.9"
+#: Dependencies of the added packages that PySpark already ships: Ivy must not add a second copy (two
+#: Jackson versions on one classpath break both users).
+PROVIDED_BY_SPARK: Final = (
+    "com.fasterxml.jackson.core:jackson-databind",
+    "com.fasterxml.jackson.core:jackson-core",
+    "com.fasterxml.jackson.core:jackson-annotations",
+    "com.fasterxml.jackson.dataformat:jackson-dataformat-yaml",
+    "org.yaml:snakeyaml",
+    "org.slf4j:slf4j-api",
+)
 _KAFKA_CLIENTS: Final = re.compile(r'<dependency org="org\.apache\.kafka" name="kafka-clients" rev="([^"]+)"')
 
 
@@ -86,9 +100,28 @@ def kafka_clients_jar() -> Path:
     raise StackError(f"kafka-clients {rev} is not in the Ivy cache {cache}", hint="run `make install`")
 
 
+def validator_jars() -> list[Path]:
+    """The JSON Schema validator's jar and its own dependency's (ITU date parsing) in the Ivy cache."""
+    group, artifact, version = JSON_SCHEMA_VALIDATOR.split(":")
+    jars_dir = ivy_home() / "jars"
+    validator = jars_dir / f"{group}_{artifact}-{version}.jar"
+    itu = sorted(jars_dir.glob("com.ethlo.time_itu-*.jar"))
+    if not validator.is_file() or not itu:
+        raise StackError(
+            f"the JSON Schema validator {version} is not in the Ivy cache {jars_dir}",
+            hint="run `make install` (its Spark step resolves it), with https://repo1.maven.org reachable",
+        )
+    return [validator, itu[-1]]
+
+
 def compile_classpath() -> str:
-    """The ``javac`` classpath: PySpark's jars (as a wildcard) and the connector's kafka-clients."""
-    return os.pathsep.join((str(pyspark_jars_dir() / "*"), str(kafka_clients_jar())))
+    """The ``javac`` classpath: PySpark's jars (as a wildcard), the connector's kafka-clients, the validator."""
+    return os.pathsep.join((str(pyspark_jars_dir() / "*"), str(kafka_clients_jar()), *map(str, validator_jars())))
+
+
+def runtime_classpath() -> str:
+    """What a plain ``java`` process running the data plane's tools needs: the jar, PySpark's, the validator."""
+    return os.pathsep.join((str(require_dataplane_jar()), str(pyspark_jars_dir() / "*"), *map(str, validator_jars())))
 
 
 def main(argv: list[str]) -> int:

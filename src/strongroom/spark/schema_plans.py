@@ -6,9 +6,10 @@ on the driver, with the one registry client (its cache by schema id, its outage 
 An executor task of the JVM engine asks the driver's key service once per (source topic, schema id) it
 meets (``{"op": "schema_plan", "args": {"topic", "schema_id"}}``) and gets back either
 
-* ``{"type": "AVRO", "schema": text, "targets": [{"path", "steps": [[kind, name, record]...], "kind",
-  "nullable"}...]}``: the Avro schema to read and write payloads with and the fields to seal or open;
-* ``{"type": "JSON" | "PROTOBUF"}``: a format the JVM engine does not handle (the task stops, naming
+* ``{"type": "AVRO" | "JSON", "schema": text, "targets": [{"path", "steps": [[kind, name, record]...], "kind",
+  "nullable"}...]}``: the Avro schema or JSON Schema to read, validate and write payloads with and the fields
+  to seal or open;
+* ``{"type": "PROTOBUF"}``: a format the JVM engine does not handle (the task stops, naming
   ``--engine python``);
 * ``{"refused": {"kind", "problem", "hint"}}``: the rule cannot be applied to records of this id (an
   unknown id, a tagged ``int`` field, a path the schema lacks); every such record is rejected or failed
@@ -29,6 +30,9 @@ from strongroom.schemas.errors import SchemaRecordError
 from strongroom.schemas.fields import FieldTarget, Selection
 from strongroom.schemas.registry import RegistrySettings, SchemaRegistry
 from strongroom.schemas.sealing import SchemaFields
+
+#: The schema types whose records the JVM engine reads itself (Protobuf runs on the Python engine).
+_JVM_FORMATS = frozenset({"AVRO", "JSON"})
 
 
 def require_registry(rules: EncryptionRules, registry: RegistrySettings | None) -> None:
@@ -61,11 +65,11 @@ class SchemaPlans:
             plan = fields.plan(schema_id)
         except SchemaRecordError as exc:
             return {"refused": {"kind": type(exc).__name__, "problem": exc.problem, "hint": exc.hint}}
-        if plan.schema_type != "AVRO":
+        if plan.schema_type not in _JVM_FORMATS:
             return {"type": plan.schema_type}
         assert self.registry is not None
         return {
-            "type": "AVRO",
+            "type": plan.schema_type,
             "schema": self.registry.schema(schema_id).text,
             "targets": [_target(t) for t in plan.targets()],
         }

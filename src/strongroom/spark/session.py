@@ -6,8 +6,9 @@ quiet logs) and are applied to ``local[...]`` masters only. On a real cluster pa
 master and configuration are kept as they are.
 
 Spark's Kafka connector is not part of PySpark: it is added through ``spark.jars.packages`` with the
-artifact matching the installed PySpark, resolved by Ivy from the local Maven repository or Maven
-Central only (``strongroom/resources/ivysettings.xml``) into the usual Ivy cache.
+artifact matching the installed PySpark, with the JVM engine's JSON Schema validator, resolved by Ivy from
+the local Maven repository or Maven Central only (``strongroom/resources/ivysettings.xml``)
+into the usual Ivy cache.
 
 The JVM data plane (``make`` builds ``build/strongroom-dataplane.jar`` from ``java/``, see
 :mod:`strongroom.spark.dataplane`) is added through ``spark.jars`` whenever it has been built; a caller
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from strongroom._resources import resource_path
 from strongroom.errors import StackError
+from strongroom.spark.dataplane import JSON_SCHEMA_VALIDATOR, PROVIDED_BY_SPARK
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,6 +73,11 @@ def kafka_connector_package() -> str:
 
     version = pyspark.__version__.split("+")[0]
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+
+
+def spark_packages() -> str:
+    """``spark.jars.packages``: the Kafka connector and the JVM engine's JSON Schema validator."""
+    return f"{kafka_connector_package()},{JSON_SCHEMA_VALIDATOR}"
 
 
 def dataplane_jars(jars: str, *, required: bool) -> str:
@@ -157,7 +164,8 @@ def build_spark_session(
         builder = builder.config("spark.driver.extraJavaOptions", log4j)
         builder = builder.config("spark.executor.extraJavaOptions", log4j)
     if kafka:
-        builder = builder.config("spark.jars.packages", kafka_connector_package())
+        builder = builder.config("spark.jars.packages", spark_packages())
+        builder = builder.config("spark.jars.excludes", ",".join(PROVIDED_BY_SPARK))
         builder = builder.config("spark.jars.ivySettings", str(resource_path("ivysettings.xml")))
     settings = dict(conf or {})
     jars = dataplane_jars(settings.get("spark.jars", ""), required=dataplane)
@@ -190,7 +198,7 @@ def main() -> int:
         return 1
     spark.range(1).count()
     spark.stop()
-    print(f"Spark {kafka_connector_package()} ready in {time.monotonic() - start:.1f}s")
+    print(f"Spark with {spark_packages()} ready in {time.monotonic() - start:.1f}s")
     return 0
 
 

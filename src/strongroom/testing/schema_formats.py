@@ -27,7 +27,7 @@ AVRO_SCHEMA = {
         {"name": "qty", "type": "int"},
     ],
 }
-JSON_SCHEMA = {
+JSON_SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "CustomerEvent",
     "type": "object",
@@ -85,23 +85,38 @@ def avro_payload(schema: dict[str, Any], record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def bad_schema_records(registry_url: str, topic: str) -> dict[str, bytes]:
-    """One value per kind of bad input to a schema-mode rule, each keyed by what a reader should be told."""
+def bad_schema_records(registry_url: str, topic: str, fmt: str = "avro") -> dict[str, bytes]:
+    """One value per kind of bad input to a schema-mode rule (``fmt``: ``avro`` or ``json``, the format of the
+    records that are not framed wrongly), each keyed by what a reader should be told."""
     from confluent_kafka.schema_registry import Schema
 
     from strongroom.schemas.wire import frame
 
     client = registry_client(registry_url)
-    good = make_format("avro", client, topic).serialize(customer_events(1, 1)[0])
-    tagged_int = {**AVRO_SCHEMA, "name": "WithTaggedInt"}
-    tagged_int["fields"] = [*AVRO_SCHEMA["fields"], {"name": "ssn", "type": "long", "confluent:tags": ["PII"]}]
-    tagged_id = int(client.register_schema(f"{topic}-bad-value", Schema(json.dumps(tagged_int), "AVRO")))
-    return {
+    event = customer_events(1, 1)[0]
+    good = make_format(fmt, client, topic).serialize(event)
+    common = {
         "not the Confluent magic byte": json.dumps({"email": "c0@example.com"}).encode(),
         "does not know schema id 987654": frame(987654, good[5:]),
+    }
+    if fmt == "json":
+        ssn = {"type": "integer", "confluent:tags": ["PII"]}
+        properties: dict[str, Any] = {**JSON_SCHEMA["properties"], "ssn": ssn}
+        with_tagged_int: dict[str, Any] = {**JSON_SCHEMA, "properties": properties}
+        tagged_id = int(client.register_schema(f"{topic}-bad-value", Schema(json.dumps(with_tagged_int), "JSON")))
+        return common | {
+            "is not usable JSON": good[:5] + b'{"customer_id": ',
+            "payload does not match JSON Schema schema id": good[:5] + json.dumps({**event, "qty": "two"}).encode(),
+            "at $.email: type failed": good[:5] + json.dumps({**event, "email": 42}).encode(),
+            "field $.ssn of schema id": frame(tagged_id, json.dumps({**event, "ssn": 123456789}).encode()),
+        }
+    tagged_int: dict[str, Any] = {**AVRO_SCHEMA, "name": "WithTaggedInt"}
+    tagged_int["fields"] = [*AVRO_SCHEMA["fields"], {"name": "ssn", "type": "long", "confluent:tags": ["PII"]}]
+    tagged_id = int(client.register_schema(f"{topic}-bad-value", Schema(json.dumps(tagged_int), "AVRO")))
+    return common | {
         "does not read as Avro schema id": good[:5] + b"\x02",
         "field $.ssn of schema id": frame(
-            tagged_id, avro_payload(tagged_int, {**customer_events(1, 1)[0], "name": None, "ssn": 123456789})
+            tagged_id, avro_payload(tagged_int, {**event, "name": None, "ssn": 123456789})
         ),
     }
 

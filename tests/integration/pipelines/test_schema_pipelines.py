@@ -1,13 +1,13 @@
 """Schema-aware rules in the Spark pipelines against a real registry (Apicurio) and a real cluster.
 
-* Avro on the JVM engine (the default): records produced with confluent-kafka's Avro serializer come out
-  with their tagged fields sealed in place, the same schema id, still readable with it; the Python engine
-  (the client library's codec) opens what the JVM sealed and the JVM opens what Python sealed; an erased
-  subject's fields read as the post-erasure policy says (null where the type allows, else empty).
-* JSON Schema and Protobuf on the Python engine; the JVM engine stops on them naming ``--engine python``.
-* Bad input (no magic byte, unknown schema id, a payload that does not read, a tagged int field) gets the
-  same outcome and reason on both engines: dead letters as the records came, or the job stops and writes
-  nothing; nothing reaches the encrypted topic in plaintext.
+* Avro and JSON Schema on the JVM engine (the default): records produced with confluent-kafka's serializer
+  come out with their tagged fields sealed in place, the same schema id, still readable with it; the Python
+  engine (the client library's codec) opens what the JVM sealed and the JVM opens what Python sealed; an
+  erased subject's fields read as the post-erasure policy says (null where the type allows, else empty).
+* Protobuf on the Python engine; the JVM engine stops on it naming ``--engine python``.
+* Bad input (no magic byte, unknown schema id, a payload that does not read or that its JSON Schema refuses,
+  a tagged int field) gets the same outcome and reason on both engines: dead letters as the records came,
+  or the job stops and writes nothing; nothing reaches the encrypted topic in plaintext.
 * A registry that is down is waited out, then the job stops; nothing is written, nothing guessed.
 """
 
@@ -38,13 +38,19 @@ pytestmark = pytest.mark.integration
 
 SCHEMA_MARKER = ("strongroom.enc", b"\x01\x03")
 REASON = "strongroom.dead-letter.reason"
-#: The one part of a reason the engines word differently: the Avro library's own exception name (fastavro's
-#: ``EOFError``, Apache Avro's ``EOFException``) for a payload that does not read, after this text.
+#: The parts of a reason the engines word differently: the Avro library's own exception name (fastavro's
+#: ``EOFError``, Apache Avro's ``EOFException``) for a payload that does not read, and the JSON parser's own
+#: words (json's, Jackson's) before the place it names, each after this text.
 READER_DIAGNOSIS = re.compile(r"(payload does not read as Avro schema id \d+: )\w+")
+PARSER_DIAGNOSIS = re.compile(r"(is not usable JSON: value is not JSON: ).*?( at line \d+ column \d+)")
 
 
 def _comparable(dead: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
-    return [(value, READER_DIAGNOSIS.sub(r"\1<reader's diagnosis>", reason)) for value, reason in dead]
+    def same_words(reason: str) -> str:
+        reason = READER_DIAGNOSIS.sub(r"\1<reader's diagnosis>", reason)
+        return PARSER_DIAGNOSIS.sub(r"\1<parser's diagnosis>\2", reason)
+
+    return [(value, same_words(reason)) for value, reason in dead]
 
 
 def _rules(topic: str, **extra: Any) -> dict[str, Any]:
@@ -84,13 +90,14 @@ def _check_sealed(wire: list[Any], serde: Format, events: list[dict[str, Any]], 
         }
 
 
-def test_avro_fields_sealed_by_either_engine_open_on_the_other_and_erase_by_policy(
-    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer
+@pytest.mark.parametrize("fmt", ["avro", "json"])
+def test_fields_sealed_by_either_engine_open_on_the_other_and_erase_by_policy(
+    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer, fmt: str
 ) -> None:
     env = pipeline_env
     url = schema_registry.url
     topic = env.new_topic(partitions=2)
-    serde = make_format("avro", registry_client(url), topic)
+    serde = make_format(fmt, registry_client(url), topic)
     events = customer_events(40, 5)
     _produce(env, topic, serde, events)
     prefix = env.read(topic)[0].value()[:5]
@@ -110,7 +117,7 @@ def test_avro_fields_sealed_by_either_engine_open_on_the_other_and_erase_by_poli
 
     # and the reverse: the Python engine seals (subject from the key), the JVM engine opens
     other = env.new_topic(partitions=2)
-    other_serde = make_format("avro", registry_client(url), other)
+    other_serde = make_format(fmt, registry_client(url), other)
     _produce(env, other, other_serde, events)
     py = _encrypt(spark, env, _rules(other), "enc-py", url, engine=Engine.PYTHON)
     assert py.records == {"ok": 40}, py.records
@@ -151,18 +158,18 @@ def _check_erased(records: list[dict[str, Any]], events: list[dict[str, Any]], v
             assert record == original
 
 
-@pytest.mark.parametrize("fmt", ["json", "protobuf"])
-def test_json_schema_and_protobuf_run_on_the_python_engine_and_the_jvm_engine_names_it(
-    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer, fmt: str
+def test_protobuf_runs_on_the_python_engine_and_the_jvm_engine_names_it(
+    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer
 ) -> None:
     env = pipeline_env
     url = schema_registry.url
     topic = env.new_topic()
-    serde = make_format(fmt, registry_client(url), topic)
+    serde = make_format("protobuf", registry_client(url), topic)
     events = customer_events(12, 3)
     _produce(env, topic, serde, events)
 
-    with pytest.raises(PipelineError, match=r"the JVM engine seals the fields of Avro records only.*--engine python"):
+    with pytest.raises(PipelineError, match=r"is protobuf; the JVM engine seals the fields of Avro and JSON Schema "
+                       r"records only.*--engine python"):  # fmt: skip
         _encrypt(spark, env, _rules(topic), "enc-jvm", url, engine=Engine.JVM)
     assert env.read(f"{topic}.enc", idle=1.0) == [], "the JVM engine wrote nothing"
 
@@ -182,14 +189,15 @@ def test_json_schema_and_protobuf_run_on_the_python_engine_and_the_jvm_engine_na
     _check_erased([serde.deserialize(m.value()) for m in env.read(f"{topic}.after")], events, victim)
 
 
+@pytest.mark.parametrize("fmt", ["avro", "json"])
 def test_bad_input_takes_the_same_outcome_on_both_engines_and_nothing_is_sealed_half(
-    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer
+    spark: SparkSession, pipeline_env: Any, schema_registry: SchemaRegistryServer, fmt: str
 ) -> None:
     env = pipeline_env
     url = schema_registry.url
     topic = env.new_topic()
-    bad = bad_schema_records(url, topic)
-    serde = make_format("avro", registry_client(url), topic)
+    bad = bad_schema_records(url, topic, fmt)
+    serde = make_format(fmt, registry_client(url), topic)
     good = customer_events(3, 3)
     env.produce_raw(topic, [(b"cust-0", value) for value in bad.values()])
     _produce(env, topic, serde, good)

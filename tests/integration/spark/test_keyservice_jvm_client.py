@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from strongroom.errors import PipelineError
-from strongroom.spark.dataplane import pyspark_jars_dir, require_dataplane_jar
+from strongroom.spark.dataplane import runtime_classpath
 from strongroom.spark.keyservice import KeyService, KeyServiceClient
 
 pytestmark = pytest.mark.integration
@@ -46,7 +46,7 @@ def _java(spec: dict[str, Any], requests: list[dict[str, Any]]) -> list[dict[str
         [
             java,
             "-cp",
-            f"{require_dataplane_jar()}:{pyspark_jars_dir() / '*'}",
+            runtime_classpath(),
             "io.strongroom.dataplane.tools.KeyServiceTool",
         ],
         input=json.dumps({"spec": spec, "requests": requests}).encode(),

@@ -11,7 +11,7 @@ from strongroom.errors import PipelineError
 from strongroom.rules import EncryptionRules
 from strongroom.schemas.registry import RegisteredSchema, RegistrySettings
 from strongroom.spark.schema_plans import SchemaPlans
-from strongroom.testing.schema_formats import AVRO_SCHEMA, JSON_SCHEMA
+from strongroom.testing.schema_formats import AVRO_SCHEMA, JSON_SCHEMA, PROTO_SCHEMA
 
 TAGGED_INT = {
     **AVRO_SCHEMA,
@@ -45,8 +45,18 @@ def test_explicit_paths_and_other_tags_select_too() -> None:
     assert [t["path"] for t in answer["targets"]] == ["$.sku"]
 
 
-def test_a_json_schema_id_names_its_type_only() -> None:
-    assert _plans().answer({"topic": "events", "schema_id": 2}) == {"type": "JSON"}
+def test_a_json_schema_id_gets_its_schema_and_the_tagged_fields_for_the_jvm_engine() -> None:
+    answer = _plans().answer({"topic": "events", "schema_id": 2})
+    assert answer["type"] == "JSON"
+    assert json.loads(answer["schema"]) == JSON_SCHEMA
+    assert [(t["path"], t["nullable"]) for t in answer["targets"]] == [("$.email", False), ("$.name", True)]
+
+
+def test_a_protobuf_id_names_its_type_only() -> None:
+    plans = _plans()
+    assert plans.registry is not None
+    plans.registry.preload(4, RegisteredSchema("PROTOBUF", PROTO_SCHEMA))
+    assert plans.answer({"topic": "events", "schema_id": 4}) == {"type": "PROTOBUF"}
 
 
 def test_a_rule_that_cannot_apply_is_the_records_refusal_with_the_python_error_name() -> None:

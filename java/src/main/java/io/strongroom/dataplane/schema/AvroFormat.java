@@ -5,10 +5,8 @@ import io.strongroom.dataplane.codec.ErrorKind;
 import io.strongroom.dataplane.codec.Utf8;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import org.apache.avro.AvroRuntimeException;
 import org.apache.avro.Schema;
 import org.apache.avro.generic.GenericData;
@@ -27,7 +25,7 @@ import org.apache.avro.io.EncoderFactory;
  * types are read as their underlying types, so every field the rule does not seal is written back byte for byte.
  * A payload must be consumed exactly: trailing bytes are a mismatch, as in Python.
  */
-final class AvroFormat {
+final class AvroFormat implements RecordFormat {
     private final Schema schema;
     private final String where;
     private final GenericDatumReader<Object> reader;
@@ -77,7 +75,8 @@ final class AvroFormat {
     }
 
     /** The datum in {@code value[offset..]}; {@link ErrorKind#PAYLOAD_MISMATCH} when it does not read exactly. */
-    Object decode(byte[] value, int offset) {
+    @Override
+    public Object decode(byte[] value, int offset) {
         BinaryDecoder decoder = DecoderFactory.get().binaryDecoder(value, offset, value.length - offset, null);
         Object datum;
         try {
@@ -96,8 +95,14 @@ final class AvroFormat {
         return datum;
     }
 
+    /** A datum Apache Avro read is valid for its schema by construction. */
+    @Override
+    public void validate(Object datum) {
+    }
+
     /** {@code header} followed by the datum written with the schema. */
-    byte[] encode(byte[] header, Object datum) {
+    @Override
+    public byte[] encode(byte[] header, Object datum) {
         ByteArrayOutputStream out = new ByteArrayOutputStream(256);
         out.writeBytes(header);
         BinaryEncoder encoder = EncoderFactory.get().binaryEncoder(out, null);
@@ -111,95 +116,21 @@ final class AvroFormat {
         return out.toByteArray();
     }
 
-    /** Where one present value of a target sits: a record field, a list index or a map key. */
-    interface Slot {
-        Object get();
-
-        void set(Object value);
-
-        FieldTarget target();
-    }
-
     /** Every present value of {@code targets} in {@code root}. */
-    static List<Slot> slots(Object root, List<FieldTarget> targets) {
-        List<Slot> found = new ArrayList<>();
-        for (FieldTarget target : targets) {
-            List<FieldTarget.Step> steps = target.steps();
-            List<Object> nodes = List.of(root);
-            for (FieldTarget.Step step : steps.subList(0, steps.size() - 1)) {
-                List<Object> next = new ArrayList<>();
-                for (Object node : nodes) {
-                    children(node, step, next);
-                }
-                nodes = next;
-            }
-            FieldTarget.Step last = steps.get(steps.size() - 1);
-            for (Object node : nodes) {
-                lastSlots(node, last, target, found);
-            }
-        }
-        return found;
+    @Override
+    public List<Slot> slots(Object root, List<FieldTarget> targets) {
+        return TargetWalk.slots(root, targets, AvroFormat::fieldSlot);
     }
 
-    private static void children(Object node, FieldTarget.Step step, List<Object> out) {
-        switch (step.kind()) {
-            case FIELD -> {
-                GenericRecord record = recordFor(node, step);
-                if (record != null) {
-                    out.add(record.get(step.name()));
-                }
-            }
-            case ITEMS -> {
-                if (node instanceof List<?> list) {
-                    out.addAll(list);
-                }
-            }
-            case VALUES -> {
-                if (node instanceof Map<?, ?> map) {
-                    out.addAll(map.values());
-                }
-            }
-            default -> throw new IllegalStateException("unknown step " + step);
-        }
-    }
-
-    /** {@code node} as the record a field step walks into (null: another type, another union branch, absent). */
-    private static GenericRecord recordFor(Object node, FieldTarget.Step step) {
+    /** The field of the record a field step walks into (null: another type, another union branch, absent). */
+    private static Slot fieldSlot(Object node, FieldTarget.Step step, FieldTarget target) {
         if (!(node instanceof GenericRecord record) || record.getSchema().getField(step.name()) == null) {
             return null;
         }
         if (step.record() != null && !step.record().equals(record.getSchema().getFullName())) {
             return null;
         }
-        return record;
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void lastSlots(Object node, FieldTarget.Step step, FieldTarget target, List<Slot> out) {
-        switch (step.kind()) {
-            case FIELD -> {
-                GenericRecord record = recordFor(node, step);
-                if (record != null) {
-                    int pos = record.getSchema().getField(step.name()).pos();
-                    out.add(new FieldSlot(record, pos, target));
-                }
-            }
-            case ITEMS -> {
-                if (node instanceof List<?> list) {
-                    for (int i = 0; i < list.size(); i++) {
-                        out.add(new ItemSlot((List<Object>) list, i, target));
-                    }
-                }
-            }
-            case VALUES -> {
-                if (node instanceof Map<?, ?> map) {
-                    for (Object key : List.copyOf(map.keySet())) {
-                        out.add(new ValueSlot((Map<Object, Object>) map, key, target));
-                    }
-                }
-            }
-            default -> throw new IllegalStateException("unknown step " + step);
-        }
+        return new FieldSlot(record, record.getSchema().getField(step.name()).pos(), target);
     }
 
     private record FieldSlot(GenericRecord record, int pos, FieldTarget target) implements Slot {
@@ -212,32 +143,19 @@ final class AvroFormat {
         }
     }
 
-    private record ItemSlot(List<Object> list, int index, FieldTarget target) implements Slot {
-        public Object get() {
-            return list.get(index);
-        }
-
-        public void set(Object value) {
-            list.set(index, value);
-        }
-    }
-
-    private record ValueSlot(Map<Object, Object> map, Object key, FieldTarget target) implements Slot {
-        public Object get() {
-            return map.get(key);
-        }
-
-        public void set(Object value) {
-            map.put(key, value);
-        }
-    }
-
     /**
      * The text of the scalar at the dotted {@code path} ({@code $.a.b}) of the record: a string, or an int or long
      * as its decimal text; null when absent or of another type ({@code SchemaFields.subject} in Python).
      */
-    static String subject(Object root, String path) {
+    @Override
+    public String subject(Object root, String path) {
         return subjectText(root, path);
+    }
+
+    /** Apache Avro's class name of the value (the reasons name it; fastavro's differ only for such a bug). */
+    @Override
+    public String typeName(Object value) {
+        return value.getClass().getSimpleName();
     }
 
     private static boolean hasLogicalType(Schema type, Object value) {

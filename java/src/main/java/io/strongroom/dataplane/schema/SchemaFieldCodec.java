@@ -51,16 +51,20 @@ public final class SchemaFieldCodec {
                 JSON.createObjectNode().put("topic", topic).put("schema_id", Integer.toUnsignedLong(schemaId))));
     }
 
-    /** A record read with its plan: the generic datum and the present values of the targets. */
-    private record Decoded(byte[] header, AvroFormat avro, Object datum, List<AvroFormat.Slot> slots) {
+    /** A record read with its plan: the datum and the present values of the targets. */
+    private record Decoded(byte[] header, RecordFormat format, Object datum, List<RecordFormat.Slot> slots) {
     }
 
-    private Decoded read(String topic, byte[] value) {
+    /** The record in {@code value}, validated against its schema when it is about to be sealed. */
+    private Decoded read(String topic, byte[] value, boolean validate) {
         int schemaId = schemaId(value);
         SchemaPlan plan = plan(topic, schemaId);
-        AvroFormat avro = plan.avro();
-        Object datum = avro.decode(value, HEADER_SIZE);
-        return new Decoded(Arrays.copyOf(value, HEADER_SIZE), avro, datum, AvroFormat.slots(datum, plan.targets()));
+        RecordFormat format = plan.format();
+        Object datum = format.decode(value, HEADER_SIZE);
+        if (validate) {
+            format.validate(datum);
+        }
+        return new Decoded(Arrays.copyOf(value, HEADER_SIZE), format, datum, format.slots(datum, plan.targets()));
     }
 
     /** The schema id of a value in the Confluent wire format ({@code unframe}). */
@@ -97,14 +101,15 @@ public final class SchemaFieldCodec {
     public int valueCount(String topic, byte[] value) {
         SchemaPlan plan = plan(topic, schemaId(value));
         int fixed = plan.fixedValueCount();
-        return fixed >= 0 ? fixed : AvroFormat.slots(plan.avro().decode(value, HEADER_SIZE), plan.targets()).size();
+        RecordFormat format = plan.format();
+        return fixed >= 0 ? fixed : format.slots(format.decode(value, HEADER_SIZE), plan.targets()).size();
     }
 
     /** {@code value} with every present selected field sealed; the same array when the record has none. */
     public byte[] seal(String topic, byte[] value, byte[] dek, KeyRef keyRef, RecordContext ctx) {
-        Decoded decoded = read(topic, value);
+        Decoded decoded = read(topic, value, true);
         boolean changed = false;
-        for (AvroFormat.Slot slot : decoded.slots()) {
+        for (RecordFormat.Slot slot : decoded.slots()) {
             Object current = slot.get();
             if (current == null) {
                 continue;
@@ -123,11 +128,11 @@ public final class SchemaFieldCodec {
                 slot.set(ByteBuffer.wrap(codec.seal(bytesOf(buffer), dek, keyRef, ctx, path)));
             } else {
                 throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH, "field " + path + " holds a "
-                        + current.getClass().getSimpleName() + ", not a string or bytes");
+                        + decoded.format().typeName(current) + ", not a string or bytes");
             }
             changed = true;
         }
-        return changed ? decoded.avro().encode(decoded.header(), decoded.datum()) : value;
+        return changed ? decoded.format().encode(decoded.header(), decoded.datum()) : value;
     }
 
     private void verifyPresealed(String text, byte[] dek, RecordContext ctx, String path) {
@@ -145,17 +150,17 @@ public final class SchemaFieldCodec {
      * as null where its type allows, else as the empty string or bytes.
      */
     public byte[] open(String topic, byte[] value, KeyLookup keys, RecordContext ctx) {
-        Decoded decoded = read(topic, value);
+        Decoded decoded = read(topic, value, false);
         Map<ByteBuffer, byte[]> deks = new HashMap<>(); // by envelope header: one lookup per key per record
         List<Object> replacements = new ArrayList<>();
-        List<AvroFormat.Slot> opened = new ArrayList<>();
-        for (AvroFormat.Slot slot : decoded.slots()) {
+        List<RecordFormat.Slot> opened = new ArrayList<>();
+        for (RecordFormat.Slot slot : decoded.slots()) {
             Object current = slot.get();
             if (current == null) {
                 continue;
             }
             FieldTarget target = slot.target();
-            ParsedEnvelope parsed = EnvelopeParser.parse(envelopeOf(current, target));
+            ParsedEnvelope parsed = EnvelopeParser.parse(envelopeOf(current, target, decoded.format()));
             ByteBuffer header = ByteBuffer.wrap(parsed.header());
             if (!deks.containsKey(header)) {
                 deks.put(header, keys.dekFor(parsed.keyRef()));
@@ -171,7 +176,7 @@ public final class SchemaFieldCodec {
         for (int i = 0; i < opened.size(); i++) {
             opened.get(i).set(replacements.get(i));
         }
-        return decoded.avro().encode(decoded.header(), decoded.datum());
+        return decoded.format().encode(decoded.header(), decoded.datum());
     }
 
     /**
@@ -180,10 +185,11 @@ public final class SchemaFieldCodec {
      */
     public List<KeyRef> keyRefs(String topic, byte[] value) {
         List<KeyRef> refs = new ArrayList<>();
-        for (AvroFormat.Slot slot : read(topic, value).slots()) {
+        Decoded decoded = read(topic, value, false);
+        for (RecordFormat.Slot slot : decoded.slots()) {
             Object current = slot.get();
             if (looksSealed(current)) {
-                refs.add(EnvelopeParser.parse(envelopeOf(current, slot.target())).keyRef());
+                refs.add(EnvelopeParser.parse(envelopeOf(current, slot.target(), decoded.format())).keyRef());
             }
         }
         return refs;
@@ -191,7 +197,7 @@ public final class SchemaFieldCodec {
 
     /** True when a selected field holds something sealed-looking (a record without the marker header). */
     public boolean holdsEnvelopes(String topic, byte[] value) {
-        for (AvroFormat.Slot slot : read(topic, value).slots()) {
+        for (RecordFormat.Slot slot : read(topic, value, false).slots()) {
             if (looksSealed(slot.get())) {
                 return true;
             }
@@ -210,10 +216,11 @@ public final class SchemaFieldCodec {
 
     /** The text of the scalar at the dotted {@code path} of the record (null when absent or not a scalar). */
     public String subject(String topic, byte[] value, String path) {
-        return AvroFormat.subject(read(topic, value).datum(), path);
+        Decoded decoded = read(topic, value, false);
+        return decoded.format().subject(decoded.datum(), path);
     }
 
-    private static byte[] envelopeOf(Object current, FieldTarget target) {
+    private static byte[] envelopeOf(Object current, FieldTarget target, RecordFormat format) {
         String path = target.path();
         if (current instanceof CharSequence chars) {
             String text = chars.toString();
@@ -237,7 +244,7 @@ public final class SchemaFieldCodec {
             return bytes;
         }
         throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH, "field " + path + " holds a "
-                + current.getClass().getSimpleName() + ", not a string or bytes");
+                + format.typeName(current) + ", not a string or bytes");
     }
 
     private static Object typed(byte[] plain, FieldTarget target) {

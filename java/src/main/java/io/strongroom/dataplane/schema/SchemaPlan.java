@@ -8,18 +8,18 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * One schema id under one rule, as the driver's key service answered {@code schema_plan}: the Avro schema and
- * the targets, or why the rule cannot be applied to records of this id (a tagged int field, an unknown id),
- * which every record of the id then fails with.
+ * One schema id under one rule, as the driver's key service answered {@code schema_plan}: the Avro schema or
+ * JSON Schema and the targets, or why the rule cannot be applied to records of this id (a tagged int field, an
+ * unknown id), which every record of the id then fails with.
  */
 final class SchemaPlan {
-    private final AvroFormat avro;
+    private final RecordFormat format;
     private final List<FieldTarget> targets;
     private final EnvelopeException refusal;
     private final int fixedValueCount;
 
-    private SchemaPlan(AvroFormat avro, List<FieldTarget> targets, EnvelopeException refusal) {
-        this.avro = avro;
+    private SchemaPlan(RecordFormat format, List<FieldTarget> targets, EnvelopeException refusal) {
+        this.format = format;
         this.targets = targets;
         this.refusal = refusal;
         boolean fixed = targets.stream().allMatch(t -> t.steps().stream()
@@ -38,9 +38,9 @@ final class SchemaPlan {
             return new SchemaPlan(null, List.of(), new EnvelopeException(kind, refused.path("problem").asText()));
         }
         String type = answer.path("type").asText();
-        if (!"AVRO".equals(type)) {
+        if (!"AVRO".equals(type) && !"JSON".equals(type)) {
             throw new SchemaEngineException("schema id " + schemaId + " is " + type.toLowerCase(Locale.ROOT)
-                    .replace("json", "JSON Schema") + "; the JVM engine seals the fields of Avro records only",
+                    + "; the JVM engine seals the fields of Avro and JSON Schema records only",
                     "run this pipeline with --engine python, which handles Avro, JSON Schema and Protobuf");
         }
         List<FieldTarget> targets = new ArrayList<>();
@@ -53,16 +53,18 @@ final class SchemaPlan {
             targets.add(new FieldTarget(t.path("path").asText(), List.copyOf(steps),
                     "bytes".equals(t.path("kind").asText()), t.path("nullable").asBoolean()));
         }
-        return new SchemaPlan(new AvroFormat(answer.path("schema").asText(), "Avro schema id " + schemaId),
-                List.copyOf(targets), null);
+        String schema = answer.path("schema").asText();
+        RecordFormat format = "AVRO".equals(type) ? new AvroFormat(schema, "Avro schema id " + schemaId)
+                : new JsonSchemaFormat(schema, "JSON Schema schema id " + schemaId);
+        return new SchemaPlan(format, List.copyOf(targets), null);
     }
 
-    /** The Avro reader/writer; throws the refusal when the rule cannot be applied to this schema id. */
-    AvroFormat avro() {
+    /** The records' reader and writer; throws the refusal when the rule cannot be applied to this schema id. */
+    RecordFormat format() {
         if (refusal != null) {
             throw new EnvelopeException(refusal.kind(), refusal.problem());
         }
-        return avro;
+        return format;
     }
 
     List<FieldTarget> targets() {

@@ -1,0 +1,240 @@
+"""Schema mode (JSON Schema) of the JVM codec against the Python one, on a schema with every construct tags reach.
+
+The JVM reads the payload strictly, validates it with networknt's validator before sealing, seals the fields
+the driver's plan names and writes the document back as Python writes it. Proven here on random documents of a
+schema with a nested object, a local ``$ref``, a nullable string, arrays and maps of tagged strings and untagged
+numbers of every shape Python renders (floats, big integers, -0.0, exponents), booleans and nulls:
+
+* with the same fixed nonces both engines write the same bytes;
+* each opens what the other sealed (with fresh nonces), to the original document;
+* an erased key reads the same on both (null where the schema allows, else the empty string);
+* hostile input (not JSON, duplicate members, a lone surrogate escape, a document its schema refuses, a tagged
+  field holding a number) takes the same outcome kind on both engines, and a refused document the same reason.
+
+Needs a JVM (one ``java`` process per batch, no Spark, no Kafka), hence ``integration``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from jvm_codec import Operation, kind_of, pairs, run_java, run_python
+
+from strongroom.rules import EncryptionRules
+from strongroom.schemas.registry import RegisteredSchema, RegistrySettings
+from strongroom.schemas.wire import frame
+from strongroom.spark.schema_plans import SchemaPlans
+
+pytestmark = pytest.mark.integration
+
+SCHEMA_ID = 11
+CHARS = ["a", "z", " ", "é", "名", "🎉", "\x00", "\n", "\u2028", "sr1", ":", "\\", '"', "\ufeff", "/", "\x7f"]
+SCHEMA: dict[str, Any] = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "definitions": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string", "confluent:tags": ["PII"]}, "city": {"type": "string"}},
+            "required": ["street"],
+        }
+    },
+    "properties": {
+        "id": {"type": "string"},
+        "email": {"type": "string", "confluent:tags": ["PII"]},
+        "name": {"type": ["string", "null"], "confluent:tags": ["PII"]},
+        "phones": {"type": "array", "items": {"type": "string"}, "confluent:tags": ["PII"]},
+        "notes": {"type": "object", "additionalProperties": {"type": "string"}, "confluent:tags": ["PII"]},
+        "home": {"$ref": "#/definitions/address"},
+        "score": {"type": "number"},
+        "count": {"type": "integer"},
+        "active": {"type": "boolean"},
+        "extra": {},
+    },
+    "required": ["id", "email", "count"],
+}
+#: Where a reason goes on in the JSON parser's own words (json's and Jackson's differ).
+PARSER_DIAGNOSIS = "value is not JSON: "
+FLOATS = [0.1, -0.0, 1e16, 1.5e-7, 123456789.125, 2.5, 1e300, -3.0]
+
+
+def _text(rng: random.Random, most: int = 12) -> str:
+    """Random text; never starting with ``sr1:`` (that is refused as a sealed-looking value, tested apart)."""
+    text = "sr1:"
+    while text.startswith("sr1:"):
+        text = "".join(rng.choice(CHARS) for _ in range(rng.randint(0, most)))
+    return text
+
+
+def _document(rng: random.Random) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "id": f"c-{rng.randint(0, 99)}",
+        "email": _text(rng),
+        "count": rng.choice([0, -7, 2**40, 2**70, -(2**64)]),
+    }
+    optional: dict[str, Any] = {
+        "name": rng.choice([None, _text(rng)]),
+        "phones": [_text(rng) for _ in range(rng.randint(0, 3))],
+        "notes": {f"k{i}{_text(rng, 3)}": _text(rng) for i in range(rng.randint(0, 4))},
+        "home": {"street": _text(rng), **({"city": _text(rng)} if rng.random() < 0.5 else {})},
+        "score": rng.choice(FLOATS),
+        "active": rng.random() < 0.5,
+        "extra": rng.choice([None, [1, 2.0, "x"], {"deep": {"er": [True, None]}}]),
+    }
+    for name in rng.sample(sorted(optional), rng.randint(0, len(optional))):
+        document[name] = optional[name]
+    members = list(document.items())
+    rng.shuffle(members)  # member order is kept as it came
+    return dict(members)
+
+
+def _payload(document: dict[str, Any], *, ascii_only: bool = False) -> bytes:
+    text = json.dumps(document, ensure_ascii=ascii_only, separators=(", ", ": ") if ascii_only else (",", ":"))
+    return frame(SCHEMA_ID, text.encode("utf-8"))
+
+
+def _plan() -> dict[str, Any]:
+    """The driver's answer for the schema id, made by the driver's own code."""
+    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
+    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
+    assert plans.registry is not None
+    plans.registry.preload(SCHEMA_ID, RegisteredSchema("JSON", json.dumps(SCHEMA)))
+    return plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
+
+
+PLAN = _plan()
+
+
+def _sealing(rng: random.Random, value: bytes, **extra: Any) -> Operation:
+    return {
+        "op": "seal_schema",
+        "input_hex": value.hex(),
+        "dek_hex": rng.randbytes(32).hex(),
+        "key_ref": {"kind": "subject_key", "key_id_hex": rng.randbytes(16).hex()},
+        "topic": rng.choice(["orders.enc", "événements"]),
+        "subject_hex": rng.randbytes(rng.randint(1, 20)).hex(),
+        "schema_id": SCHEMA_ID,
+        "selection": {"tags": ["PII"], "paths": []},
+        "schema_plan": PLAN,
+        **extra,
+    }
+
+
+def _opening(sealing: Operation, output_hex: str, *, erased: bool = False) -> Operation:
+    opening = {k: v for k, v in sealing.items() if k != "nonces_hex"}
+    dek = None if erased else sealing["dek_hex"]
+    return opening | {
+        "op": "open_schema",
+        "input_hex": output_hex,
+        "keys": [{"key_ref": sealing["key_ref"], "dek_hex": dek}],
+    }
+
+
+def test_the_plan_is_a_json_schema_plan_naming_every_tagged_string() -> None:
+    assert PLAN["type"] == "JSON"
+    assert json.loads(PLAN["schema"]) == SCHEMA
+    paths = [t["path"] for t in PLAN["targets"]]
+    assert paths == ["$.email", "$.name", "$.phones[*]", "$.notes[*]", "$.home.street"]
+
+
+def test_python_and_the_jvm_seal_the_same_bytes_with_the_same_nonces() -> None:
+    rng = random.Random("json-schema-same-bytes")
+    ops = [
+        _sealing(
+            rng,
+            _payload(_document(rng), ascii_only=rng.random() < 0.3),
+            nonces_hex=[rng.randbytes(12).hex() for _ in range(40)],
+        )
+        for _ in range(200)
+    ]
+    mismatches = [(op, py, jvm) for op, py, jvm in pairs(ops) if py != jvm]
+    assert not mismatches, mismatches[:3]
+    assert all(kind_of(run_python(op)) == "ok" for op in ops)
+
+
+def test_each_engine_opens_what_the_other_sealed_to_the_original_document() -> None:
+    rng = random.Random("json-schema-cross")
+    originals = [_payload(_document(rng)) for _ in range(150)]
+    sealings = [_sealing(rng, value) for value in originals]
+    by_java = run_java(sealings)
+    by_python = [run_python(op) for op in sealings]
+    openings = []
+    for sealing, java, python in zip(sealings, by_java, by_python, strict=True):
+        assert java["ok"], java
+        assert python["ok"], python
+        sealed = json.loads(bytes.fromhex(java["output_hex"])[5:])
+        assert sealed["email"].startswith("sr1:"), "the tagged field is sealed in place"
+        openings += [_opening(sealing, java["output_hex"]), _opening(sealing, python["output_hex"])]
+    results = list(pairs(openings))
+    for (_, py, jvm), original in zip(results, [v for v in originals for _ in range(2)], strict=True):
+        assert py == jvm
+        assert bytes.fromhex(jvm["output_hex"]) == original, "opened to the document as it was produced"
+
+
+def test_an_erased_key_reads_alike_on_both_engines() -> None:
+    rng = random.Random("json-schema-erased")
+    sealings = [_sealing(rng, _payload({**_document(rng), "name": "Ada"})) for _ in range(40)]
+    openings = [_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
+    mismatches = [(op, py, jvm) for op, py, jvm in pairs(openings) if py != jvm or not jvm["ok"]]
+    assert not mismatches, mismatches[:3]
+    document = json.loads(bytes.fromhex(run_python(openings[0])["output_hex"])[5:])
+    assert document["email"] == ""
+    assert document["name"] is None
+
+
+def _python_problem(op: Operation) -> str:
+    from jvm_codec import _python_output
+
+    try:
+        _python_output(op)
+    except Exception as exc:  # noqa: BLE001 - the refusal's own words are compared
+        return str(getattr(exc, "problem", exc))
+    raise AssertionError("python accepted a hostile record")
+
+
+def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
+    good_document = _document(rng)
+    good = _payload(good_document)
+    plain = _sealing(rng, good)
+    presealed = bytes.fromhex(run_python(_sealing(rng, good))["output_hex"])
+    header = good[:5]
+    return [
+        ("NotFramed", _sealing(rng, b"\x01" + good[1:])),
+        ("PayloadMismatch", _sealing(rng, header + b'{"id": "c-1", ')),
+        ("PayloadMismatch", _sealing(rng, header + b'["not", "an", "object"]')),
+        ("PayloadMismatch", _sealing(rng, header + b'{"id":"a","id":"b","email":"x","count":1}')),
+        ("PayloadMismatch", _sealing(rng, header + b'{"id":"a","email":"\\ud800","count":1}')),
+        ("PayloadMismatch", _sealing(rng, header + b"\xff\xfe")),
+        # refused by the schema: each of these would otherwise be sealed and written
+        ("PayloadMismatch", _sealing(rng, _payload({**good_document, "count": "seven"}))),
+        ("PayloadMismatch", _sealing(rng, _payload({"id": "a", "count": 1}))),
+        ("PayloadMismatch", _sealing(rng, _payload({**good_document, "email": 42}))),
+        ("PayloadMismatch", _sealing(rng, _payload({**good_document, "home": {"city": "x"}}))),
+        ("PayloadMismatch", _sealing(rng, _payload({**good_document, "phones": ["a", 7]}))),
+        # a field already holding an envelope sealed for another subject key is refused, not kept
+        ("UnverifiedEnvelope", {**plain, "input_hex": presealed.hex()}),
+        # opening: plaintext where ciphertext is promised, a number where an envelope should be, a moved record
+        ("UnencryptedField", _opening(plain, good.hex())),
+        ("PayloadMismatch", _opening(plain, _payload({**good_document, "email": 42}).hex())),
+        ("IntegrityError", _opening(plain, run_python(plain)["output_hex"]) | {"topic": "moved-elsewhere"}),
+    ]
+
+
+def test_hostile_input_takes_the_same_outcome_and_reason_on_both_engines() -> None:
+    rng = random.Random("json-schema-hostile")
+    cases = _hostile(rng)
+    outcomes = list(pairs([op for _, op in cases]))
+    for (expected, _), (op, py, jvm) in zip(cases, outcomes, strict=True):
+        assert kind_of(py) == kind_of(jvm), (expected, op, py, jvm)
+        assert kind_of(jvm) == expected, (expected, jvm)
+    mismatches = [op for expected, op in cases if expected == "PayloadMismatch"]
+    for op, jvm in zip(mismatches, run_java(mismatches, messages=True), strict=True):
+        problem = _python_problem(op)
+        if PARSER_DIAGNOSIS in problem:  # the JSON parsers' own words differ, as in JSON field mode
+            problem = problem[: problem.index(PARSER_DIAGNOSIS) + len(PARSER_DIAGNOSIS)]
+            assert jvm["message"].startswith(problem), (problem, jvm["message"])
+        else:
+            assert jvm["message"].startswith(problem + " ("), (problem, jvm["message"])
