@@ -133,7 +133,19 @@ def _children(node: Any, step: Step) -> Iterator[Any]:
         if isinstance(node, list) or (_is_message_container(node) and not hasattr(node, "keys")):
             yield from node
     elif isinstance(node, dict) or (_is_message_container(node) and hasattr(node, "keys")):
-        yield from node.values()
+        yield from (node[key] for key in _keys(node))
+
+
+def _unset(message: Any, name: str | None) -> bool:
+    """A field that tracks presence (``optional``, a oneof member) and is not set: there is nothing to seal, and
+    setting it would make it present (and clear the member of its oneof that is set)."""
+    descriptor = message.DESCRIPTOR.fields_by_name.get(name)
+    return (
+        descriptor is not None
+        and not _repeated(descriptor)
+        and bool(descriptor.has_presence)
+        and not message.HasField(name)
+    )
 
 
 def _repeated(descriptor: Any) -> bool:
@@ -142,6 +154,23 @@ def _repeated(descriptor: Any) -> bool:
 
 def _is_message_container(node: Any) -> bool:
     return type(node).__module__.startswith("google")
+
+
+def _keys(mapping: Any) -> list[Any]:
+    """A map's keys in the order its values are visited: a dict's as they came; a protobuf map's in the order
+    ``SerializeToString(deterministic=True)`` writes its entries (its own order is its hash table's), so every
+    engine seals its values in one order and writes them in it."""
+    return sorted(mapping.keys(), key=_written_order) if _is_message_container(mapping) else list(mapping.keys())
+
+
+def _written_order(key: Any) -> Any:
+    """upb's deterministic map order: strings by UTF-8 bytes with a longer string before its own prefix,
+    integers by descending unsigned 64-bit value, ``True`` before ``False`` (the JVM engine sorts alike)."""
+    if isinstance(key, bool):
+        return not key
+    if isinstance(key, int):
+        return -(key & 0xFFFF_FFFF_FFFF_FFFF)
+    return (*key.encode("utf-8"), 256)
 
 
 class Slot(NamedTuple):
@@ -171,13 +200,16 @@ def _last_slots(node: Any, step: Step, target: FieldTarget) -> Iterator[Slot]:
     if node is None:
         return
     if step.kind == "field":
-        if _is_message(node) or (isinstance(node, dict) and step.name in node):
+        if _is_message(node):
+            if not _unset(node, step.name):
+                yield Slot(node, step.name, target)
+        elif isinstance(node, dict) and step.name in node:
             yield Slot(node, step.name, target)
     elif step.kind == "items":
         if isinstance(node, list) or (_is_message_container(node) and not hasattr(node, "keys")):
             yield from (Slot(node, i, target) for i in range(len(node)))
     elif isinstance(node, dict) or (_is_message_container(node) and hasattr(node, "keys")):
-        yield from (Slot(node, key, target) for key in list(node.keys()))
+        yield from (Slot(node, key, target) for key in _keys(node))
 
 
 def get_value(slot: Slot) -> Any:

@@ -69,3 +69,48 @@ def test_unknown_fields_and_broken_schemas_are_refused() -> None:
         fields.seal(frame(5, unknown_field_99), keys.dek, keys.ref, keys.ctx)
     with pytest.raises(UnsupportedSchema, match="protoc cannot compile"):
         fields.plan(6)
+
+
+ONEOF_PROTO = """
+syntax = "proto3";
+package demo;
+import "confluent/meta.proto";
+
+message Contact {
+  string id = 1;
+  optional string name = 2 [(confluent.field_meta).tags = "PII"];
+  oneof reach {
+    string phone = 3 [(confluent.field_meta).tags = "PII"];
+    int32 extension = 4;
+  }
+}
+"""
+
+
+def test_an_unset_optional_field_or_oneof_member_is_left_unset_and_the_set_member_kept() -> None:
+    keys = Keys()
+    fields = fields_for(registry_with({6: ("PROTOBUF", ONEOF_PROTO)}))
+    cls, _ = fields.plan(6)._proto.message([0])  # type: ignore[union-attr]
+    message = cls(id="c-1", extension=42)
+    value = frame(6, b"\x00" + message.SerializeToString())
+    assert fields.value_count(value) == 0, "nothing present to seal"
+    sealed = fields.seal(value, keys.dek, keys.ref, keys.ctx)
+    out = cls()
+    out.ParseFromString(sealed[6:])
+    assert out.WhichOneof("reach") == "extension", "sealing the unset phone would have cleared the extension"
+    assert out.extension == 42
+    assert not out.HasField("name"), "an unset optional field stays unset"
+    opened, _ = fields.open(sealed, keys.lookup, keys.ctx)
+    back = cls()
+    back.ParseFromString(opened[6:])
+    assert back == message
+
+    with_phone = cls(id="c-2", name="Ann", phone="+41 79 000")
+    sealed = fields.seal(frame(6, b"\x00" + with_phone.SerializeToString()), keys.dek, keys.ref, keys.ctx)
+    out = cls()
+    out.ParseFromString(sealed[6:])
+    assert out.phone.startswith("sr1:")
+    assert out.name.startswith("sr1:")
+    back = cls()
+    back.ParseFromString(fields.open(sealed, keys.lookup, keys.ctx)[0][6:])
+    assert back == with_phone
