@@ -41,7 +41,7 @@ $(KAFKA_STAMP): src/strongroom/resources/kafka-pom.xml | $(DEPS_STAMP)
 	@command -v mvn >/dev/null || { echo "error: mvn not found (install Maven: apt-get install maven)"; exit 1; }
 	$(BIN)/python -m strongroom.testing.kafka_dist
 
-# Spark's Kafka connector (spark-sql-kafka-0-10 matching PySpark) and the JSON Schema validator into the Ivy cache.
+# Spark's Kafka connector (spark-sql-kafka-0-10 matching PySpark) and the schema-mode libraries into the Ivy cache.
 $(SPARK_STAMP): $(DEPS_STAMP) src/strongroom/resources/ivysettings.xml src/strongroom/spark/dataplane.py
 	$(BIN)/python -m strongroom.spark.session
 	touch $@

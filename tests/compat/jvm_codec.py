@@ -8,7 +8,8 @@ An operation is a JSON object (the protocol of ``io.strongroom.dataplane.tools.C
      "topic", "subject_hex", "profile": "topic" | "portable", "field_path", "rules",
      "nonces_hex" (fixed nonces, tests only), "keys": [{"key_ref", "dek_hex" or null (erased)}],
      "on_erased": "null" | "raise", "topic_map",
-     schema mode: "schema_id", "selection": {"tags", "paths"}, "schema_plan" (the driver's answer for the id)}
+     schema mode: "schema_id", "selection": {"tags", "paths"}, "schema_plan" (the driver's answer for the id),
+                  "schema_text" (Protobuf: the registered .proto text)}
 
 and its outcome is ``{"ok": true, "output_hex"}`` or ``{"ok": false, "kind": <error class name>}``. The
 kind of a refusal is the name of the Python error class; the JVM reports the same names.
@@ -17,6 +18,7 @@ kind of a refusal is the name of the Python error class; the JVM reports the sam
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import subprocess
@@ -111,14 +113,20 @@ def _python_output(op: Operation) -> bytes:
 
 def _schema_output(op: Operation, value: bytes, ctx: RecordContext) -> bytes:
     """Schema mode: the record's schema (``schema_plan["schema"]``) under ``schema_id``, the rule's selection."""
-    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")  # every schema is preloaded
-    plan = op["schema_plan"]
-    registry.preload(op["schema_id"], RegisteredSchema(plan.get("type", "AVRO"), plan["schema"]))
-    selection = Selection(frozenset(op["selection"]["tags"]), tuple(op["selection"]["paths"]))
-    fields = SchemaFields(registry, selection)
+    plan = op["schema_plan"]  # a Protobuf plan holds compiled descriptors: the op carries the .proto text
+    fields = _schema_fields(op["schema_id"], plan.get("type", "AVRO"), op.get("schema_text") or plan["schema"],
+                            tuple(op["selection"]["tags"]), tuple(op["selection"]["paths"]))  # fmt: skip
     if op["op"] == "seal_schema":
         return fields.seal(value, bytes.fromhex(op["dek_hex"]), _key_ref(op["key_ref"]), ctx)
     return fields.open(value, _lookup(op), ctx)[0]
+
+
+@functools.lru_cache(maxsize=16)
+def _schema_fields(schema_id: int, kind: str, text: str, tags: tuple[str, ...], paths: tuple[str, ...]) -> SchemaFields:
+    """One codec per schema and selection (a Protobuf schema is compiled with protoc once, not per operation)."""
+    registry = SchemaRegistry("http://127.0.0.1:9/never-asked")  # every schema is preloaded
+    registry.preload(schema_id, RegisteredSchema(kind, text))  # type: ignore[arg-type]
+    return SchemaFields(registry, Selection(frozenset(tags), paths))
 
 
 def run_python(op: Operation) -> Outcome:

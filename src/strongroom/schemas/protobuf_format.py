@@ -30,7 +30,7 @@ from strongroom.schemas.registry import RegisteredSchema
 
 _TYPE_STRING = 9
 _TYPE_BYTES = 12
-_MAIN_FILE = "strongroom_schema.proto"
+MAIN_FILE = "strongroom_schema.proto"
 
 
 def _builtin_descriptor_set() -> bytes:
@@ -128,13 +128,14 @@ class ProtobufFormat:
         from google.protobuf import descriptor_pool
 
         self.where = where
-        files = {_MAIN_FILE: schema.text}
+        files = {MAIN_FILE: schema.text}
         self._collect(schema, fetch, files)
-        compiled = compile_proto(files, _MAIN_FILE)
+        compiled = compile_proto(files, MAIN_FILE)
+        self.descriptor_set: bytes = compiled.SerializeToString()
         self.pool = descriptor_pool.DescriptorPool()
         for file_proto in compiled.file:
             self.pool.Add(file_proto)
-        self.file = self.pool.FindFileByName(_MAIN_FILE)
+        self.file = self.pool.FindFileByName(MAIN_FILE)
         self._classes: dict[tuple[int, ...], tuple[Any, list[SchemaField]]] = {}
 
     @staticmethod
@@ -166,6 +167,20 @@ class ProtobufFormat:
             self._walk(descriptor, (), fields, ())
             cached = self._classes[key] = (message_factory.GetMessageClass(descriptor), fields)
         return cached
+
+    def every_message(self) -> list[list[int]]:
+        """The message indexes of every message the schema's file defines, nested ones (map entries too: they
+        are nested types, so indexes count them) included."""
+        found: list[list[int]] = []
+
+        def visit(descriptor: Any, indexes: list[int]) -> None:
+            found.append(indexes)
+            for index, nested in enumerate(descriptor.nested_types):
+                visit(nested, [*indexes, index])
+
+        for index, descriptor in enumerate(self.file.message_types_by_name.values()):
+            visit(descriptor, [index])
+        return found
 
     def _walk(self, descriptor: Any, steps: tuple[Step, ...], out: list[SchemaField], stack: tuple[str, ...]) -> None:
         if descriptor.full_name in stack:
@@ -210,7 +225,8 @@ class ProtobufFormat:
 
     @staticmethod
     def encode(message: Any, index_bytes: bytes) -> bytes:
-        return index_bytes + bytes(message.SerializeToString())
+        """Deterministic: map entries sorted by key, so the JVM engine writes the same bytes."""
+        return index_bytes + bytes(message.SerializeToString(deterministic=True))
 
 
 def _leaf(field: Any) -> LeafKind:

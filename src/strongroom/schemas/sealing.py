@@ -112,6 +112,19 @@ class SchemaPlan:
             raise UnsupportedSchema(f"{self.where} is Protobuf: its targets depend on each record's message type")
         return self._targets[()]
 
+    def protobuf_messages(self) -> tuple[bytes, dict[tuple[int, ...], tuple[FieldTarget, ...] | SchemaRecordError]]:
+        """Protobuf: the compiled ``FileDescriptorSet`` and, per message (by its indexes), the fields the
+        selection seals or why it cannot apply to that message (what the JVM engine needs)."""
+        if self._proto is None:
+            raise UnsupportedSchema(f"{self.where} is not Protobuf")
+        messages: dict[tuple[int, ...], tuple[FieldTarget, ...] | SchemaRecordError] = {}
+        for indexes in self._proto.every_message():
+            try:
+                messages[tuple(indexes)] = self._select(self._proto.message(indexes)[1])
+            except SchemaRecordError as exc:
+                messages[tuple(indexes)] = exc
+        return self._proto.descriptor_set, messages
+
     def read(self, payload: bytes, *, validate: bool) -> Decoded:
         if self._avro is not None:
             avro = self._avro

@@ -8,8 +8,9 @@ from here rather than from a second dependency manager:
 * the ``kafka-clients`` jar that Spark's Kafka connector depends on, from the Ivy cache that the
   session warm-up (``python -m strongroom.spark.session``) fills. Its version is read from the
   connector's own Ivy descriptor, so it always matches the connector the session loads;
-* the JSON Schema validator (:data:`JSON_SCHEMA_VALIDATOR`), resolved by the same warm-up: the JVM engine
-  validates JSON Schema payloads before it seals them, as the client library does with ``jsonschema``.
+* the schema-mode libraries (:data:`SCHEMA_LIBRARIES`), resolved by the same warm-up: the JSON Schema
+  validator (the JVM engine validates JSON Schema payloads before it seals them, as the client library does
+  with ``jsonschema``) and ``protobuf-java`` (Protobuf records read with descriptors the driver compiled).
 
 ``python -m strongroom.spark.dataplane classpath`` prints that classpath for the Makefile;
 ``python -m strongroom.spark.dataplane jar`` prints where the jar is expected.
@@ -32,6 +33,11 @@ JAR_NAME: Final = "strongroom-dataplane.jar"
 _BUILD_HINT: Final = "run `make install` in the strongroom checkout (it compiles java/ into build/)"
 #: The JVM engine's JSON Schema validator (Jackson 2, like Spark's own Jackson; its 3.x line needs Jackson 3).
 JSON_SCHEMA_VALIDATOR: Final = "com.networknt:json-schema-validator:1.5.9"
+#: The JVM engine's Protobuf runtime: the Java release of the protobuf the client library runs (7.36 in Python).
+PROTOBUF_JAVA: Final = "com.google.protobuf:protobuf-java:4.36.2"
+#: What schema mode adds to Spark's classpath, and the one dependency of theirs Spark does not ship.
+SCHEMA_LIBRARIES: Final = (JSON_SCHEMA_VALIDATOR, PROTOBUF_JAVA)
+_ITU_JARS: Final = "com.ethlo.time_itu-*.jar"
 #: Dependencies of the added packages that PySpark already ships: Ivy must not add a second copy (two
 #: Jackson versions on one classpath break both users).
 PROVIDED_BY_SPARK: Final = (
@@ -100,28 +106,36 @@ def kafka_clients_jar() -> Path:
     raise StackError(f"kafka-clients {rev} is not in the Ivy cache {cache}", hint="run `make install`")
 
 
-def validator_jars() -> list[Path]:
-    """The JSON Schema validator's jar and its own dependency's (ITU date parsing) in the Ivy cache."""
-    group, artifact, version = JSON_SCHEMA_VALIDATOR.split(":")
+def schema_library_jars() -> list[Path]:
+    """The schema-mode libraries' jars and the validator's own dependency (ITU date parsing) in the Ivy cache."""
     jars_dir = ivy_home() / "jars"
-    validator = jars_dir / f"{group}_{artifact}-{version}.jar"
-    itu = sorted(jars_dir.glob("com.ethlo.time_itu-*.jar"))
-    if not validator.is_file() or not itu:
-        raise StackError(
-            f"the JSON Schema validator {version} is not in the Ivy cache {jars_dir}",
-            hint="run `make install` (its Spark step resolves it), with https://repo1.maven.org reachable",
-        )
-    return [validator, itu[-1]]
+    found: list[Path] = []
+    for coordinate in SCHEMA_LIBRARIES:
+        group, artifact, version = coordinate.split(":")
+        jar = jars_dir / f"{group}_{artifact}-{version}.jar"
+        if not jar.is_file():
+            raise StackError(
+                f"{artifact} {version} is not in the Ivy cache {jars_dir}",
+                hint="run `make install` (its Spark step resolves it), with https://repo1.maven.org reachable",
+            )
+        found.append(jar)
+    itu = sorted(jars_dir.glob(_ITU_JARS))
+    if not itu:
+        raise StackError(f"the JSON Schema validator's dependency {_ITU_JARS} is not in the Ivy cache {jars_dir}",
+                         hint="run `make install`")  # fmt: skip
+    return [*found, itu[-1]]
 
 
 def compile_classpath() -> str:
-    """The ``javac`` classpath: PySpark's jars (as a wildcard), the connector's kafka-clients, the validator."""
-    return os.pathsep.join((str(pyspark_jars_dir() / "*"), str(kafka_clients_jar()), *map(str, validator_jars())))
+    """The ``javac`` classpath: PySpark's jars (as a wildcard), the connector's kafka-clients, schema libraries."""
+    jars = (str(pyspark_jars_dir() / "*"), str(kafka_clients_jar()), *map(str, schema_library_jars()))
+    return os.pathsep.join(jars)
 
 
 def runtime_classpath() -> str:
-    """What a plain ``java`` process running the data plane's tools needs: the jar, PySpark's, the validator."""
-    return os.pathsep.join((str(require_dataplane_jar()), str(pyspark_jars_dir() / "*"), *map(str, validator_jars())))
+    """What a plain ``java`` process running the data plane's tools needs: the jar, PySpark's, schema libraries."""
+    jars = (str(require_dataplane_jar()), str(pyspark_jars_dir() / "*"), *map(str, schema_library_jars()))
+    return os.pathsep.join(jars)
 
 
 def main(argv: list[str]) -> int:

@@ -9,8 +9,9 @@ meets (``{"op": "schema_plan", "args": {"topic", "schema_id"}}``) and gets back 
 * ``{"type": "AVRO" | "JSON", "schema": text, "targets": [{"path", "steps": [[kind, name, record]...], "kind",
   "nullable"}...]}``: the Avro schema or JSON Schema to read, validate and write payloads with and the fields
   to seal or open;
-* ``{"type": "PROTOBUF"}``: a format the JVM engine does not handle (the task stops, naming
-  ``--engine python``);
+* ``{"type": "PROTOBUF", "descriptors": base64 of the compiled ``FileDescriptorSet``, "file": the schema's
+  file in it, "messages": {"0.1": {"targets": [...]} | {"refused": {...}}}}``: per message, by its dotted
+  Confluent message indexes, the fields to seal or open or why the rule cannot apply to its records;
 * ``{"refused": {"kind", "problem", "hint"}}``: the rule cannot be applied to records of this id (an
   unknown id, a tagged ``int`` field, a path the schema lacks); every such record is rejected or failed
   per the rule's policy, with the same reason the Python engine and the client library give.
@@ -21,6 +22,7 @@ service sends back as an error: the task stops, nothing is written, no schema is
 
 from __future__ import annotations
 
+import base64
 import threading
 from typing import Any
 
@@ -28,11 +30,9 @@ from strongroom.errors import ConfigError, PipelineError
 from strongroom.rules import EncryptionRules, TopicRule
 from strongroom.schemas.errors import SchemaRecordError
 from strongroom.schemas.fields import FieldTarget, Selection
+from strongroom.schemas.protobuf_format import MAIN_FILE as PROTO_MAIN_FILE
 from strongroom.schemas.registry import RegistrySettings, SchemaRegistry
 from strongroom.schemas.sealing import SchemaFields
-
-#: The schema types whose records the JVM engine reads itself (Protobuf runs on the Python engine).
-_JVM_FORMATS = frozenset({"AVRO", "JSON"})
 
 
 def require_registry(rules: EncryptionRules, registry: RegistrySettings | None) -> None:
@@ -64,9 +64,15 @@ class SchemaPlans:
         try:
             plan = fields.plan(schema_id)
         except SchemaRecordError as exc:
-            return {"refused": {"kind": type(exc).__name__, "problem": exc.problem, "hint": exc.hint}}
-        if plan.schema_type not in _JVM_FORMATS:
-            return {"type": plan.schema_type}
+            return _refused(exc)
+        if plan.schema_type == "PROTOBUF":
+            descriptors, messages = plan.protobuf_messages()
+            return {
+                "type": "PROTOBUF",
+                "descriptors": base64.b64encode(descriptors).decode("ascii"),
+                "file": PROTO_MAIN_FILE,
+                "messages": {".".join(map(str, key)): _message(found) for key, found in messages.items()},
+            }
         assert self.registry is not None
         return {
             "type": plan.schema_type,
@@ -86,6 +92,14 @@ class SchemaPlans:
                     self.registry, Selection(rule.selected_tags, rule.fields), subject_path=subject_path
                 )
             return found
+
+
+def _refused(exc: SchemaRecordError) -> dict[str, Any]:
+    return {"refused": {"kind": type(exc).__name__, "problem": exc.problem, "hint": exc.hint}}
+
+
+def _message(found: tuple[FieldTarget, ...] | SchemaRecordError) -> dict[str, Any]:
+    return _refused(found) if isinstance(found, SchemaRecordError) else {"targets": [_target(t) for t in found]}
 
 
 def _target(target: FieldTarget) -> dict[str, Any]:

@@ -6,7 +6,7 @@ quiet logs) and are applied to ``local[...]`` masters only. On a real cluster pa
 master and configuration are kept as they are.
 
 Spark's Kafka connector is not part of PySpark: it is added through ``spark.jars.packages`` with the
-artifact matching the installed PySpark, with the JVM engine's JSON Schema validator, resolved by Ivy from
+artifact matching the installed PySpark, with the JVM engine's schema-mode libraries, resolved by Ivy from
 the local Maven repository or Maven Central only (``strongroom/resources/ivysettings.xml``)
 into the usual Ivy cache.
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from strongroom._resources import resource_path
 from strongroom.errors import StackError
-from strongroom.spark.dataplane import JSON_SCHEMA_VALIDATOR, PROVIDED_BY_SPARK
+from strongroom.spark.dataplane import PROVIDED_BY_SPARK, SCHEMA_LIBRARIES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,8 +76,8 @@ def kafka_connector_package() -> str:
 
 
 def spark_packages() -> str:
-    """``spark.jars.packages``: the Kafka connector and the JVM engine's JSON Schema validator."""
-    return f"{kafka_connector_package()},{JSON_SCHEMA_VALIDATOR}"
+    """``spark.jars.packages``: the Kafka connector and the JVM engine's schema-mode libraries."""
+    return ",".join((kafka_connector_package(), *SCHEMA_LIBRARIES))
 
 
 def dataplane_jars(jars: str, *, required: bool) -> str:

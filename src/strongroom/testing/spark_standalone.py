@@ -45,9 +45,9 @@ def spark_home() -> Path:
 
 
 def node_jars() -> list[Path]:
-    """What the nodes have installed: Spark's Kafka connector with its dependencies and the JSON Schema
-    validator (from the Ivy cache ``make install`` fills) and the data-plane jar when it is built."""
-    from strongroom.spark.dataplane import dataplane_jar, ivy_home, kafka_clients_jar, validator_jars
+    """What the nodes have installed: Spark's Kafka connector with its dependencies and the schema-mode
+    libraries (from the Ivy cache ``make install`` fills) and the data-plane jar when it is built."""
+    from strongroom.spark.dataplane import dataplane_jar, ivy_home, kafka_clients_jar, schema_library_jars
     from strongroom.spark.session import kafka_connector_package
 
     _, artifact, version = kafka_connector_package().split(":")
@@ -58,7 +58,7 @@ def node_jars() -> list[Path]:
         jars_dir / f"org.apache.spark_{token_provider}-{version}.jar",
         kafka_clients_jar(),
         *sorted(jars_dir.glob("org.apache.commons_commons-pool2-*.jar")),
-        *validator_jars(),  # the data-plane jar's classes see only the system class path
+        *schema_library_jars(),  # the data-plane jar's classes see only the system class path
     ]
     missing = [str(jar) for jar in wanted if not jar.is_file()]
     if missing:

@@ -65,11 +65,11 @@ def _ivy_cache(home: Path, kafka_clients: str | None, *, jar: bool = True) -> Pa
     return path
 
 
-def _validator_jars(home: Path) -> list[Path]:
+def _schema_library_jars(home: Path) -> list[Path]:
     jars = home / "jars"
     jars.mkdir(parents=True, exist_ok=True)
-    group, artifact, version = dataplane.JSON_SCHEMA_VALIDATOR.split(":")
-    made = [jars / f"{group}_{artifact}-{version}.jar", jars / "com.ethlo.time_itu-1.14.0.jar"]
+    made = [jars / "{}_{}-{}.jar".format(*library.split(":")) for library in dataplane.SCHEMA_LIBRARIES]
+    made.append(jars / "com.ethlo.time_itu-1.14.0.jar")
     for jar in made:
         jar.write_bytes(b"PK")
     return made
@@ -78,22 +78,22 @@ def _validator_jars(home: Path) -> list[Path]:
 def test_kafka_clients_is_the_version_the_connector_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dataplane, "ivy_home", lambda: tmp_path)
     expected = _ivy_cache(tmp_path, "3.9.7")
-    validator = _validator_jars(tmp_path)
+    libraries = _schema_library_jars(tmp_path)
     assert dataplane.kafka_clients_jar() == expected
     classpath = dataplane.compile_classpath().split(":")
-    assert classpath == [str(dataplane.pyspark_jars_dir() / "*"), str(expected), *map(str, validator)]
+    assert classpath == [str(dataplane.pyspark_jars_dir() / "*"), str(expected), *map(str, libraries)]
     assert any(dataplane.pyspark_jars_dir().glob("jackson-databind-2.*.jar"))
 
 
-def test_the_validator_comes_without_a_second_jackson_and_its_absence_names_make(
+def test_schema_libraries_come_without_a_second_jackson_and_their_absence_names_make(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert "com.fasterxml.jackson.core:jackson-databind" in dataplane.PROVIDED_BY_SPARK
-    assert dataplane.JSON_SCHEMA_VALIDATOR in spark_packages().split(",")
+    assert set(dataplane.SCHEMA_LIBRARIES) <= set(spark_packages().split(","))
     assert kafka_connector_package() in spark_packages().split(",")
     monkeypatch.setattr(dataplane, "ivy_home", lambda: tmp_path)
-    with pytest.raises(StackError, match=r"JSON Schema validator 1\.5\.9 is not in the Ivy cache") as raised:
-        dataplane.validator_jars()
+    with pytest.raises(StackError, match=r"json-schema-validator 1\.5\.9 is not in the Ivy cache") as raised:
+        dataplane.schema_library_jars()
     assert "make install" in raised.value.hint
 
 

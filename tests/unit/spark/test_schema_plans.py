@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -52,11 +53,18 @@ def test_a_json_schema_id_gets_its_schema_and_the_tagged_fields_for_the_jvm_engi
     assert [(t["path"], t["nullable"]) for t in answer["targets"]] == [("$.email", False), ("$.name", True)]
 
 
-def test_a_protobuf_id_names_its_type_only() -> None:
+def test_a_protobuf_id_gets_its_compiled_descriptors_and_each_messages_targets() -> None:
+    from google.protobuf import descriptor_pb2
+
     plans = _plans()
     assert plans.registry is not None
     plans.registry.preload(4, RegisteredSchema("PROTOBUF", PROTO_SCHEMA))
-    assert plans.answer({"topic": "events", "schema_id": 4}) == {"type": "PROTOBUF"}
+    answer = plans.answer({"topic": "events", "schema_id": 4})
+    assert answer["type"] == "PROTOBUF"
+    files = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(answer["descriptors"])).file
+    assert answer["file"] in [f.name for f in files]
+    assert "confluent/meta.proto" in [f.name for f in files], "its imports come with it"
+    assert [t["path"] for t in answer["messages"]["0"]["targets"]] == ["$.email", "$.name"]
 
 
 def test_a_rule_that_cannot_apply_is_the_records_refusal_with_the_python_error_name() -> None:

@@ -26,6 +26,7 @@ import org.apache.avro.io.EncoderFactory;
  * A payload must be consumed exactly: trailing bytes are a mismatch, as in Python.
  */
 final class AvroFormat implements RecordFormat {
+    private static final TargetWalk.Navigator NAVIGATOR = TargetWalk.listsAndMaps(AvroFormat::fieldSlot);
     private final Schema schema;
     private final String where;
     private final GenericDatumReader<Object> reader;
@@ -119,7 +120,7 @@ final class AvroFormat implements RecordFormat {
     /** Every present value of {@code targets} in {@code root}. */
     @Override
     public List<Slot> slots(Object root, List<FieldTarget> targets) {
-        return TargetWalk.slots(root, targets, AvroFormat::fieldSlot);
+        return TargetWalk.slots(root, targets, NAVIGATOR);
     }
 
     /** The field of the record a field step walks into (null: another type, another union branch, absent). */

@@ -35,6 +35,7 @@ import java.util.Set;
  * the validator may load only its own meta-schemas.
  */
 final class JsonSchemaFormat implements RecordFormat {
+    private static final TargetWalk.Navigator NAVIGATOR = TargetWalk.listsAndMaps(JsonSchemaFormat::memberSlot);
     private static final ObjectMapper MAPPER = new ObjectMapper();
     private static final SchemaValidatorsConfig CONFIG = SchemaValidatorsConfig.builder()
             .formatAssertionsEnabled(false).pathType(PathType.LEGACY).build();
@@ -121,7 +122,7 @@ final class JsonSchemaFormat implements RecordFormat {
 
     @Override
     public List<Slot> slots(Object root, List<FieldTarget> targets) {
-        return TargetWalk.slots(root, targets, JsonSchemaFormat::memberSlot);
+        return TargetWalk.slots(root, targets, NAVIGATOR);
     }
 
     /** The member of the object a field step walks into (null: not an object, or no such member). */

@@ -7,10 +7,20 @@ import java.util.Map;
 
 /**
  * Finds the present values of targets in a decoded record ({@code target_slots} in
- * {@code strongroom/schemas/fields.py}): array items and map values are lists and maps in every format; only
- * how a step enters a record field differs (an Avro record, a JSON object), which the format says.
+ * {@code strongroom/schemas/fields.py}), step by step: a format says how a step goes from a value to its
+ * children ({@link Navigator}). In Avro and JSON records arrays are lists and maps are maps, and only entering a
+ * record field differs ({@link #listsAndMaps}); Protobuf messages navigate on their own.
  */
 final class TargetWalk {
+    /** How one format steps through its decoded records. */
+    interface Navigator {
+        /** The values {@code step} leads to from {@code node} (none when it does not apply to the node). */
+        void children(Object node, FieldTarget.Step step, List<Object> out);
+
+        /** The slots of the values {@code step} leads to from {@code node}: the last step of a target. */
+        void slots(Object node, FieldTarget.Step step, FieldTarget target, List<Slot> out);
+    }
+
     /** How a format enters a record field: the field's slot in {@code node}, or null when it is not there. */
     @FunctionalInterface
     interface FieldStep {
@@ -20,7 +30,22 @@ final class TargetWalk {
     private TargetWalk() {
     }
 
-    static List<Slot> slots(Object root, List<FieldTarget> targets, FieldStep fields) {
+    /** Records of lists and maps whose record fields {@code fields} enters. */
+    static Navigator listsAndMaps(FieldStep fields) {
+        return new Navigator() {
+            @Override
+            public void children(Object node, FieldTarget.Step step, List<Object> out) {
+                TargetWalk.children(node, step, fields, out);
+            }
+
+            @Override
+            public void slots(Object node, FieldTarget.Step step, FieldTarget target, List<Slot> out) {
+                lastSlots(node, step, target, fields, out);
+            }
+        };
+    }
+
+    static List<Slot> slots(Object root, List<FieldTarget> targets, Navigator navigator) {
         List<Slot> found = new ArrayList<>();
         for (FieldTarget target : targets) {
             List<FieldTarget.Step> steps = target.steps();
@@ -28,13 +53,13 @@ final class TargetWalk {
             for (FieldTarget.Step step : steps.subList(0, steps.size() - 1)) {
                 List<Object> next = new ArrayList<>();
                 for (Object node : nodes) {
-                    children(node, step, fields, next);
+                    navigator.children(node, step, next);
                 }
                 nodes = next;
             }
             FieldTarget.Step last = steps.get(steps.size() - 1);
             for (Object node : nodes) {
-                lastSlots(node, last, target, fields, found);
+                navigator.slots(node, last, target, found);
             }
         }
         return found;
