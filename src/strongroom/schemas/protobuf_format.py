@@ -225,7 +225,8 @@ class ProtobufFormat:
 
     @staticmethod
     def encode(message: Any, index_bytes: bytes) -> bytes:
-        """Deterministic: map entries sorted by key, so the JVM engine writes the same bytes."""
+        """Deterministic: map entries in upb's sorted order (``fields._written_order``), which the JVM engine
+        writes too, so both engines write the same bytes."""
         return index_bytes + bytes(message.SerializeToString(deterministic=True))
 
 

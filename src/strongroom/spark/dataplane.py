@@ -35,8 +35,9 @@ _BUILD_HINT: Final = "run `make install` in the strongroom checkout (it compiles
 JSON_SCHEMA_VALIDATOR: Final = "com.networknt:json-schema-validator:1.5.9"
 #: The JVM engine's Protobuf runtime: the Java release of the protobuf the client library runs (7.36 in Python).
 PROTOBUF_JAVA: Final = "com.google.protobuf:protobuf-java:4.36.2"
-#: What schema mode adds to Spark's classpath, and the one dependency of theirs Spark does not ship.
+#: What schema mode adds to Spark's classpath.
 SCHEMA_LIBRARIES: Final = (JSON_SCHEMA_VALIDATOR, PROTOBUF_JAVA)
+#: The one dependency of theirs that Spark does not ship (the validator's date-time parsing).
 _ITU_JARS: Final = "com.ethlo.time_itu-*.jar"
 #: Dependencies of the added packages that PySpark already ships: Ivy must not add a second copy (two
 #: Jackson versions on one classpath break both users).
