@@ -30,7 +30,17 @@ class JsonSchemaFormat:
             self.schema: Any = json.loads(text)
             import jsonschema
 
-            validator_class = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft7Validator)
+            named = isinstance(self.schema, dict) and "$schema" in self.schema
+            default = None if named else jsonschema.Draft7Validator
+            validator_class = jsonschema.validators.validator_for(self.schema, default=default)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is one clear message
+            raise UnsupportedSchema(f"{where} is not a usable JSON Schema: {type(exc).__name__}: {exc}") from None
+        if validator_class is None:  # validated by guesswork, a record could pass that the schema refuses
+            raise UnsupportedSchema(
+                f"{where} names the meta-schema {self.schema['$schema']!r}, which is not a JSON Schema draft "
+                "strongroom knows (drafts 3, 4, 6, 7, 2019-09 and 2020-12; the JVM engine reads 4 to 2020-12)"
+            )
+        try:
             validator_class.check_schema(self.schema)
             self._validator = validator_class(self.schema)
         except Exception as exc:  # noqa: BLE001 - any parse failure is one clear message

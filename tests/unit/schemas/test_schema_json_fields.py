@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from schema_kit import Keys, fields_for, frame, registry_with
 
-from strongroom.schemas.errors import PayloadMismatch, TaggedFieldType
+from strongroom.schemas.errors import PayloadMismatch, TaggedFieldType, UnsupportedSchema
 
 SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -76,3 +76,16 @@ def test_tagged_properties_that_could_not_stay_valid_are_refused(prop: dict[str,
     schema["properties"]["secret"] = prop
     with pytest.raises(TaggedFieldType, match=rf"field \$\.secret .*{problem}"):
         fields_for(registry_with({3: ("JSON", schema)})).plan(3)
+
+
+def test_a_meta_schema_that_is_no_known_draft_is_refused_not_guessed() -> None:
+    keys = Keys()
+    custom = {**SCHEMA, "$schema": "https://example.com/our-own-dialect"}
+    fields = fields_for(
+        registry_with({4: ("JSON", custom), 5: ("JSON", {k: v for k, v in SCHEMA.items() if k != "$schema"})})
+    )
+    with pytest.raises(UnsupportedSchema, match=r"names the meta-schema 'https://example.com/our-own-dialect'"):
+        fields.seal(frame(4, value_of(DOC)[5:]), keys.dek, keys.ref, keys.ctx)
+    # no $schema at all: draft 7, as the registry's serializers assume
+    sealed = fields.seal(frame(5, value_of(DOC)[5:]), keys.dek, keys.ref, keys.ctx)
+    assert json.loads(sealed[5:])["email"].startswith("sr1:")
