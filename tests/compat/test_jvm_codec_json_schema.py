@@ -185,6 +185,53 @@ def test_an_erased_key_reads_alike_on_both_engines() -> None:
     assert document["name"] is None
 
 
+def _plan_for(schema: dict[str, Any]) -> dict[str, Any]:
+    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
+    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
+    assert plans.registry is not None
+    plans.registry.preload(SCHEMA_ID, RegisteredSchema("JSON", json.dumps(schema)))
+    return plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
+
+
+@pytest.mark.parametrize(
+    "draft",
+    [
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    ],
+)
+def test_every_draft_the_jvm_reads_seals_and_refuses_alike(draft: str) -> None:
+    rng = random.Random(draft)
+    schema = {**SCHEMA, "$schema": draft}
+    if "/draft/" in draft:  # 2019-09 on: definitions are $defs
+        schema["$defs"] = schema.pop("definitions")
+        schema["properties"] = {**SCHEMA["properties"], "home": {"$ref": "#/$defs/address"}}
+    plan = _plan_for(schema)
+    ops = [
+        _sealing(
+            rng, _payload(_document(rng)), schema_plan=plan, nonces_hex=[rng.randbytes(12).hex() for _ in range(40)]
+        )
+        for _ in range(20)
+    ]
+    ops.append(_sealing(rng, _payload({**_document(rng), "count": "seven"}), schema_plan=plan))
+    outcomes = [(kind_of(py), py == jvm) for _, py, jvm in pairs(ops)]
+    assert outcomes == [("ok", True)] * 20 + [("PayloadMismatch", True)]
+
+
+def test_draft_3_runs_on_the_python_engine_only_and_the_jvm_names_it() -> None:
+    rng = random.Random("draft-3")
+    plan = _plan_for(
+        {k: v for k, v in SCHEMA.items() if k != "required"} | {"$schema": "http://json-schema.org/draft-03/schema#"}
+    )
+    op = _sealing(rng, _payload(_document(rng)), schema_plan=plan)
+    assert kind_of(run_python(op)) == "ok"
+    [jvm] = run_java([op], messages=True)
+    assert jvm["kind"] == "UnsupportedSchema"
+    assert "run this pipeline with --engine python" in jvm["message"]
+
+
 def _python_problem(op: Operation) -> str:
     from jvm_codec import _python_output
 

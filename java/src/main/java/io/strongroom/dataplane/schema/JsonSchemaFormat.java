@@ -55,7 +55,8 @@ final class JsonSchemaFormat implements RecordFormat {
         if (schema.has("$schema")) {
             draft = SpecVersionDetector.detectOptionalVersion(schema, false).orElseThrow(() -> new EnvelopeException(
                     ErrorKind.UNSUPPORTED_SCHEMA, where + " names the meta-schema " + schema.get("$schema")
-                            + ", which is not a JSON Schema draft the JVM engine knows"));
+                            + ", which is not a JSON Schema draft the JVM engine reads (4 to 2020-12); run this "
+                            + "pipeline with --engine python"));
         }
         try {
             JsonSchemaFactory factory = JsonSchemaFactory.getInstance(draft, builder -> builder.schemaLoaders(
