@@ -37,7 +37,11 @@ import java.util.Map;
 final class ProtobufFormat implements RecordFormat {
     private static final int MAX_INDEXES = 100;
 
-    /** A message of the schema: its descriptor and the targets, or the refusal its records fail with. */
+    /** What the driver says of one message: the targets, or (not null) the refusal its records fail with. */
+    record MessageTargets(List<FieldTarget> targets, EnvelopeException refusal) {
+    }
+
+    /** A message of the schema: its descriptor and what the driver said of it. */
     private record MessagePlan(Descriptor descriptor, List<FieldTarget> targets, EnvelopeException refusal) {
     }
 
@@ -66,7 +70,7 @@ final class ProtobufFormat implements RecordFormat {
      * @param fileName    the schema's own file in it
      * @param plans       per dotted message indexes ({@code "0.1"}): the targets, or the refusal
      */
-    ProtobufFormat(byte[] descriptors, String fileName, Map<String, Object> plans, String where) {
+    ProtobufFormat(byte[] descriptors, String fileName, Map<String, MessageTargets> plans, String where) {
         this.where = where;
         try {
             Map<String, FileDescriptorProto> protos = new HashMap<>();
@@ -78,20 +82,13 @@ final class ProtobufFormat implements RecordFormat {
             throw new EnvelopeException(ErrorKind.UNSUPPORTED_SCHEMA,
                     where + " has descriptors protobuf-java cannot read: " + e.getClass().getSimpleName());
         }
-        for (Map.Entry<String, Object> plan : plans.entrySet()) {
+        for (Map.Entry<String, MessageTargets> plan : plans.entrySet()) {
             Descriptor descriptor = find(indexesOf(plan.getKey()));
-            if (descriptor == null) {
-                continue;
+            if (descriptor != null) {
+                MessageTargets said = plan.getValue();
+                messages.put(plan.getKey(), new MessagePlan(descriptor, said.targets(), said.refusal()));
             }
-            messages.put(plan.getKey(), plan.getValue() instanceof EnvelopeException refusal
-                    ? new MessagePlan(descriptor, List.of(), refusal)
-                    : new MessagePlan(descriptor, castTargets(plan.getValue()), null));
         }
-    }
-
-    @SuppressWarnings("unchecked")
-    private static List<FieldTarget> castTargets(Object targets) {
-        return (List<FieldTarget>) targets;
     }
 
     private static FileDescriptor build(String name, Map<String, FileDescriptorProto> protos,

@@ -78,10 +78,11 @@ final class SchemaPlan {
 
     /** A Protobuf plan: the compiled descriptors and, per message, its targets or its refusal. */
     private static ProtobufFormat protobuf(int schemaId, JsonNode answer) {
-        Map<String, Object> messages = new LinkedHashMap<>();
+        Map<String, ProtobufFormat.MessageTargets> messages = new LinkedHashMap<>();
         answer.path("messages").fields().forEachRemaining(message -> {
             EnvelopeException refused = refusal(message.getValue());
-            messages.put(message.getKey(), refused != null ? refused : targets(message.getValue().path("targets")));
+            messages.put(message.getKey(), new ProtobufFormat.MessageTargets(
+                    refused != null ? List.of() : targets(message.getValue().path("targets")), refused));
         });
         return new ProtobufFormat(Base64.getDecoder().decode(answer.path("descriptors").asText()),
                 answer.path("file").asText(), messages, "Protobuf schema id " + schemaId);
