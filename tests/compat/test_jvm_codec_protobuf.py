@@ -238,6 +238,25 @@ def test_an_erased_key_reads_alike_on_both_engines() -> None:
     assert not mismatches, mismatches[:3]
 
 
+def test_a_map_key_given_twice_keeps_its_last_value_on_both_engines() -> None:
+    rng = random.Random("protobuf-twice")
+    cls, _ = FORMAT.message(_indexes("shop.Customer"))
+    first, last = cls(id="c-1"), cls()
+    first.notes["k"] = "the earlier value"
+    last.notes["k"] = "the value that counts"
+    # two serialized messages one after the other are one message: the map entry of "k" comes twice
+    payload = _index_bytes(_indexes("shop.Customer")) + first.SerializeToString() + last.SerializeToString()
+    op = _sealing(rng, frame(SCHEMA_ID, payload), nonces_hex=[rng.randbytes(12).hex() for _ in range(4)])
+    [(_, py, jvm)] = list(pairs([op]))
+    assert py == jvm
+    assert jvm["ok"], jvm
+    opened = run_python(_opening(op, jvm["output_hex"]))
+    back = cls()
+    back.ParseFromString(bytes.fromhex(opened["output_hex"])[6:])
+    assert dict(back.notes) == {"k": "the value that counts"}
+    assert b"the earlier value" not in bytes.fromhex(jvm["output_hex"]), "the shadowed value is not carried on"
+
+
 def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
     good = _record(rng)
     customer = _index_bytes(_indexes("shop.Customer"))

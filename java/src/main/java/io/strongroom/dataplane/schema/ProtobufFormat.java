@@ -23,6 +23,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -182,7 +183,8 @@ final class ProtobufFormat implements RecordFormat {
      * ({@code SerializeToString(deterministic=True)}, upb's order: strings by UTF-8 bytes, which is code point
      * order, with a longer string before its own prefix; integers by descending unsigned value; true before false)
      * and visits them ({@code _written_order} in {@code fields.py}). Values are then sealed in one order on both
-     * engines and written in it.
+     * engines and written in it. A key the payload gives twice keeps its last value, as every protobuf runtime reads
+     * it (Python's too), so the earlier value is neither sealed nor written back.
      */
     private static Message sortedMaps(Message message) {
         Message.Builder changed = null;
@@ -210,9 +212,18 @@ final class ProtobufFormat implements RecordFormat {
             }
             if (field.isMapField()) {
                 FieldDescriptor key = field.getMessageType().findFieldByName("key");
-                List<Message> before = List.copyOf(sorted);
-                sorted.sort((a, b) -> compareKeys(a.getField(key), b.getField(key), key));
-                differs |= !before.equals(sorted);
+                Map<Object, Message> byKey = new LinkedHashMap<>(); // a key given twice: the last one counts
+                for (Message item : sorted) {
+                    byKey.remove(item.getField(key));
+                    byKey.put(item.getField(key), item);
+                }
+                List<Message> unique = new ArrayList<>(byKey.values());
+                unique.sort((a, b) -> compareKeys(a.getField(key), b.getField(key), key));
+                for (int i = 0; !differs && i < unique.size(); i++) {
+                    differs = unique.size() != sorted.size() || unique.get(i) != sorted.get(i);
+                }
+                differs |= unique.size() != sorted.size();
+                sorted = unique;
             }
             if (differs) {
                 changed = changed != null ? changed : message.toBuilder();
