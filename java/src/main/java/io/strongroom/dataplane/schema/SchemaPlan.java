@@ -38,13 +38,18 @@ final class SchemaPlan {
         }
         String type = answer.path("type").asText();
         String schema = answer.path("schema").asText();
-        RecordFormat format = switch (type) {
-            case "AVRO" -> new AvroFormat(schema, "Avro schema id " + schemaId);
-            case "JSON" -> new JsonSchemaFormat(schema, "JSON Schema schema id " + schemaId);
-            case "PROTOBUF" -> protobuf(schemaId, answer);
-            default -> throw new SchemaEngineException("schema id " + schemaId + " is of the schema type "
-                    + type + ", which the JVM engine does not read", "see docs/schema-aware.md for what is supported");
-        };
+        RecordFormat format;
+        try {
+            format = switch (type) {
+                case "AVRO" -> new AvroFormat(schema, "Avro schema id " + schemaId);
+                case "JSON" -> new JsonSchemaFormat(schema, "JSON Schema schema id " + schemaId);
+                case "PROTOBUF" -> protobuf(schemaId, answer);
+                default -> throw new SchemaEngineException("schema id " + schemaId + " is of the schema type " + type
+                        + ", which the JVM engine does not read", "see docs/schema-aware.md for what is supported");
+            };
+        } catch (EnvelopeException unreadable) { // kept as the id's refusal: not asked for again per record
+            return new SchemaPlan(null, List.of(), unreadable);
+        }
         return new SchemaPlan(format, format instanceof ProtobufFormat ? List.of() : targets(answer.path("targets")),
                 null);
     }
