@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import random
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -40,10 +41,12 @@ from strongroom.envelope import (
     seal,
 )
 from strongroom.errors import StrongroomError
+from strongroom.rules import EncryptionRules
 from strongroom.schemas.fields import Selection
-from strongroom.schemas.registry import RegisteredSchema, SchemaRegistry
+from strongroom.schemas.registry import RegisteredSchema, RegistrySettings, SchemaRegistry
 from strongroom.schemas.sealing import SchemaFields
 from strongroom.spark.dataplane import runtime_classpath
+from strongroom.spark.schema_plans import SchemaPlans
 
 Operation = dict[str, Any]
 Outcome = dict[str, Any]
@@ -183,3 +186,80 @@ def pairs(ops: Sequence[Operation]) -> Iterator[tuple[Operation, Outcome, Outcom
     """Each operation with its Python and its JVM outcome."""
     for op, java_outcome in zip(ops, run_java(ops), strict=True):
         yield op, run_python(op), java_outcome
+
+
+# ------------------------------------------------------------------ schema mode
+def random_text(rng: random.Random, chars: Sequence[str], most: int = 12) -> str:
+    """Random text of ``chars``; never starting with ``sr1:`` (that is refused as a sealed-looking value, tested
+    apart)."""
+    text = "sr1:"
+    while text.startswith("sr1:"):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, most)))
+    return text
+
+
+def driver_plans(kind: str, text: str, schema_id: int) -> SchemaPlans:
+    """The driver's own plans for one schema preloaded under ``schema_id``, a schema-mode rule on ``source``."""
+    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
+    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
+    assert plans.registry is not None
+    plans.registry.preload(schema_id, RegisteredSchema(kind, text))  # type: ignore[arg-type]
+    return plans
+
+
+def driver_plan(kind: str, text: str, schema_id: int) -> dict[str, Any]:
+    """The driver's answer to ``schema_plan`` for the schema, made by the driver's own code."""
+    return driver_plans(kind, text, schema_id).answer({"topic": "source", "schema_id": schema_id})
+
+
+def schema_sealing(rng: random.Random, value: bytes, schema_id: int, plan: dict[str, Any], **extra: Any) -> Operation:
+    """Sealing ``value`` in schema mode under a random key, topic and subject, the PII tags selected."""
+    return {
+        "op": "seal_schema",
+        "input_hex": value.hex(),
+        "dek_hex": rng.randbytes(32).hex(),
+        "key_ref": {"kind": "subject_key", "key_id_hex": rng.randbytes(16).hex()},
+        "topic": rng.choice(["orders.enc", "événements"]),
+        "subject_hex": rng.randbytes(rng.randint(1, 20)).hex(),
+        "schema_id": schema_id,
+        "selection": {"tags": ["PII"], "paths": []},
+        "schema_plan": plan,
+        **extra,
+    }
+
+
+def schema_opening(sealing: Operation, output_hex: str, *, erased: bool = False) -> Operation:
+    """Opening what ``sealing`` made (``output_hex``) with its key, or with the key erased."""
+    opening = {k: v for k, v in sealing.items() if k != "nonces_hex"}
+    dek = None if erased else sealing["dek_hex"]
+    return opening | {
+        "op": "open_schema",
+        "input_hex": output_hex,
+        "keys": [{"key_ref": sealing["key_ref"], "dek_hex": dek}],
+    }
+
+
+def assert_each_opens_the_other(originals: Sequence[bytes], sealings: Sequence[Operation]) -> list[Outcome]:
+    """Both engines seal each original, each engine opens both sealed copies, and every opening gives the
+    original back alike on both; returns the JVM's sealing outcomes."""
+    by_java = run_java(sealings)
+    by_python = [run_python(op) for op in sealings]
+    openings = []
+    for sealing, java, python in zip(sealings, by_java, by_python, strict=True):
+        assert java["ok"], java
+        assert python["ok"], python
+        openings += [schema_opening(sealing, java["output_hex"]), schema_opening(sealing, python["output_hex"])]
+    results = list(pairs(openings))
+    for (_, py, jvm), original in zip(results, [v for v in originals for _ in range(2)], strict=True):
+        assert py == jvm
+        assert bytes.fromhex(jvm["output_hex"]) == original, "opened to the record as it was produced"
+    return by_java
+
+
+def python_problem(op: Operation) -> str:
+    """The problem the Python codec refuses ``op`` with (its own words, for tests that compare wording)."""
+    try:
+        _python_output(op)
+    except Exception as exc:  # noqa: BLE001 - the refusal's own words are compared
+        return str(getattr(exc, "problem", exc))
+    raise AssertionError("python accepted a hostile record")

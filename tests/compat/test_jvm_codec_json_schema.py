@@ -21,12 +21,21 @@ import random
 from typing import Any
 
 import pytest
-from jvm_codec import Operation, kind_of, pairs, run_java, run_python
+from jvm_codec import (
+    Operation,
+    assert_each_opens_the_other,
+    driver_plan,
+    kind_of,
+    pairs,
+    python_problem,
+    random_text,
+    run_java,
+    run_python,
+    schema_opening,
+    schema_sealing,
+)
 
-from strongroom.rules import EncryptionRules
-from strongroom.schemas.registry import RegisteredSchema, RegistrySettings
 from strongroom.schemas.wire import frame
-from strongroom.spark.schema_plans import SchemaPlans
 
 pytestmark = pytest.mark.integration
 
@@ -62,11 +71,7 @@ FLOATS = [0.1, -0.0, 1e16, 1.5e-7, 123456789.125, 2.5, 1e300, -3.0]
 
 
 def _text(rng: random.Random, most: int = 12) -> str:
-    """Random text; never starting with ``sr1:`` (that is refused as a sealed-looking value, tested apart)."""
-    text = "sr1:"
-    while text.startswith("sr1:"):
-        text = "".join(rng.choice(CHARS) for _ in range(rng.randint(0, most)))
-    return text
+    return random_text(rng, CHARS, most)
 
 
 def _document(rng: random.Random) -> dict[str, Any]:
@@ -96,41 +101,11 @@ def _payload(document: dict[str, Any], *, ascii_only: bool = False) -> bytes:
     return frame(SCHEMA_ID, text.encode("utf-8"))
 
 
-def _plan() -> dict[str, Any]:
-    """The driver's answer for the schema id, made by the driver's own code."""
-    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
-    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
-    assert plans.registry is not None
-    plans.registry.preload(SCHEMA_ID, RegisteredSchema("JSON", json.dumps(SCHEMA)))
-    return plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
-
-
-PLAN = _plan()
+PLAN = driver_plan("JSON", json.dumps(SCHEMA), SCHEMA_ID)
 
 
 def _sealing(rng: random.Random, value: bytes, **extra: Any) -> Operation:
-    return {
-        "op": "seal_schema",
-        "input_hex": value.hex(),
-        "dek_hex": rng.randbytes(32).hex(),
-        "key_ref": {"kind": "subject_key", "key_id_hex": rng.randbytes(16).hex()},
-        "topic": rng.choice(["orders.enc", "événements"]),
-        "subject_hex": rng.randbytes(rng.randint(1, 20)).hex(),
-        "schema_id": SCHEMA_ID,
-        "selection": {"tags": ["PII"], "paths": []},
-        "schema_plan": PLAN,
-        **extra,
-    }
-
-
-def _opening(sealing: Operation, output_hex: str, *, erased: bool = False) -> Operation:
-    opening = {k: v for k, v in sealing.items() if k != "nonces_hex"}
-    dek = None if erased else sealing["dek_hex"]
-    return opening | {
-        "op": "open_schema",
-        "input_hex": output_hex,
-        "keys": [{"key_ref": sealing["key_ref"], "dek_hex": dek}],
-    }
+    return schema_sealing(rng, value, SCHEMA_ID, PLAN, **extra)
 
 
 def test_the_plan_is_a_json_schema_plan_naming_every_tagged_string() -> None:
@@ -158,26 +133,16 @@ def test_python_and_the_jvm_seal_the_same_bytes_with_the_same_nonces() -> None:
 def test_each_engine_opens_what_the_other_sealed_to_the_original_document() -> None:
     rng = random.Random("json-schema-cross")
     originals = [_payload(_document(rng)) for _ in range(150)]
-    sealings = [_sealing(rng, value) for value in originals]
-    by_java = run_java(sealings)
-    by_python = [run_python(op) for op in sealings]
-    openings = []
-    for sealing, java, python in zip(sealings, by_java, by_python, strict=True):
-        assert java["ok"], java
-        assert python["ok"], python
+    by_java = assert_each_opens_the_other(originals, [_sealing(rng, value) for value in originals])
+    for java in by_java:
         sealed = json.loads(bytes.fromhex(java["output_hex"])[5:])
         assert sealed["email"].startswith("sr1:"), "the tagged field is sealed in place"
-        openings += [_opening(sealing, java["output_hex"]), _opening(sealing, python["output_hex"])]
-    results = list(pairs(openings))
-    for (_, py, jvm), original in zip(results, [v for v in originals for _ in range(2)], strict=True):
-        assert py == jvm
-        assert bytes.fromhex(jvm["output_hex"]) == original, "opened to the document as it was produced"
 
 
 def test_an_erased_key_reads_alike_on_both_engines() -> None:
     rng = random.Random("json-schema-erased")
     sealings = [_sealing(rng, _payload({**_document(rng), "name": "Ada"})) for _ in range(40)]
-    openings = [_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
+    openings = [schema_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
     mismatches = [(op, py, jvm) for op, py, jvm in pairs(openings) if py != jvm or not jvm["ok"]]
     assert not mismatches, mismatches[:3]
     document = json.loads(bytes.fromhex(run_python(openings[0])["output_hex"])[5:])
@@ -185,12 +150,8 @@ def test_an_erased_key_reads_alike_on_both_engines() -> None:
     assert document["name"] is None
 
 
-def _plan_for(schema: dict[str, Any]) -> dict[str, Any]:
-    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
-    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
-    assert plans.registry is not None
-    plans.registry.preload(SCHEMA_ID, RegisteredSchema("JSON", json.dumps(schema)))
-    return plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
+def _json_plan(schema: dict[str, Any]) -> dict[str, Any]:
+    return driver_plan("JSON", json.dumps(schema), SCHEMA_ID)
 
 
 @pytest.mark.parametrize(
@@ -208,7 +169,7 @@ def test_every_draft_the_jvm_reads_seals_and_refuses_alike(draft: str) -> None:
     if "/draft/" in draft:  # 2019-09 on: definitions are $defs
         schema["$defs"] = schema.pop("definitions")
         schema["properties"] = {**SCHEMA["properties"], "home": {"$ref": "#/$defs/address"}}
-    plan = _plan_for(schema)
+    plan = _json_plan(schema)
     ops = [
         _sealing(
             rng, _payload(_document(rng)), schema_plan=plan, nonces_hex=[rng.randbytes(12).hex() for _ in range(40)]
@@ -222,7 +183,7 @@ def test_every_draft_the_jvm_reads_seals_and_refuses_alike(draft: str) -> None:
 
 def test_draft_3_runs_on_the_python_engine_only_and_the_jvm_names_it() -> None:
     rng = random.Random("draft-3")
-    plan = _plan_for(
+    plan = _json_plan(
         {k: v for k, v in SCHEMA.items() if k != "required"} | {"$schema": "http://json-schema.org/draft-03/schema#"}
     )
     op = _sealing(rng, _payload(_document(rng)), schema_plan=plan)
@@ -230,16 +191,6 @@ def test_draft_3_runs_on_the_python_engine_only_and_the_jvm_names_it() -> None:
     [jvm] = run_java([op], messages=True)
     assert jvm["kind"] == "UnsupportedSchema"
     assert "run this pipeline with --engine python" in jvm["message"]
-
-
-def _python_problem(op: Operation) -> str:
-    from jvm_codec import _python_output
-
-    try:
-        _python_output(op)
-    except Exception as exc:  # noqa: BLE001 - the refusal's own words are compared
-        return str(getattr(exc, "problem", exc))
-    raise AssertionError("python accepted a hostile record")
 
 
 def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
@@ -264,9 +215,9 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
         # a field already holding an envelope sealed for another subject key is refused, not kept
         ("UnverifiedEnvelope", {**plain, "input_hex": presealed.hex()}),
         # opening: plaintext where ciphertext is promised, a number where an envelope should be, a moved record
-        ("UnencryptedField", _opening(plain, good.hex())),
-        ("PayloadMismatch", _opening(plain, _payload({**good_document, "email": 42}).hex())),
-        ("IntegrityError", _opening(plain, run_python(plain)["output_hex"]) | {"topic": "moved-elsewhere"}),
+        ("UnencryptedField", schema_opening(plain, good.hex())),
+        ("PayloadMismatch", schema_opening(plain, _payload({**good_document, "email": 42}).hex())),
+        ("IntegrityError", schema_opening(plain, run_python(plain)["output_hex"]) | {"topic": "moved-elsewhere"}),
     ]
 
 
@@ -279,7 +230,7 @@ def test_hostile_input_takes_the_same_outcome_and_reason_on_both_engines() -> No
         assert kind_of(jvm) == expected, (expected, jvm)
     mismatches = [op for expected, op in cases if expected == "PayloadMismatch"]
     for op, jvm in zip(mismatches, run_java(mismatches, messages=True), strict=True):
-        problem = _python_problem(op)
+        problem = python_problem(op)
         if PARSER_DIAGNOSIS in problem:  # the JSON parsers' own words differ, as in JSON field mode
             problem = problem[: problem.index(PARSER_DIAGNOSIS) + len(PARSER_DIAGNOSIS)]
             assert jvm["message"].startswith(problem), (problem, jvm["message"])

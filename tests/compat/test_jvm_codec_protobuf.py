@@ -23,12 +23,21 @@ import random
 from typing import Any
 
 import pytest
-from jvm_codec import Operation, kind_of, pairs, run_java, run_python
+from jvm_codec import (
+    Operation,
+    assert_each_opens_the_other,
+    driver_plans,
+    kind_of,
+    pairs,
+    python_problem,
+    random_text,
+    run_java,
+    run_python,
+    schema_opening,
+    schema_sealing,
+)
 
-from strongroom.rules import EncryptionRules
-from strongroom.schemas.registry import RegisteredSchema, RegistrySettings
 from strongroom.schemas.wire import frame
-from strongroom.spark.schema_plans import SchemaPlans
 
 pytestmark = pytest.mark.integration
 
@@ -79,13 +88,9 @@ CHARS = ["a", "z", " ", "é", "名", "🎉", "\x00", "\n", "sr1", ":", "\\", '"'
 
 def _plans() -> tuple[dict[str, Any], Any]:
     """The driver's answer for the schema id, made by the driver's own code, and the Python-side format."""
-    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
-    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
-    assert plans.registry is not None
-    plans.registry.preload(SCHEMA_ID, RegisteredSchema("PROTOBUF", PROTO))
+    plans = driver_plans("PROTOBUF", PROTO, SCHEMA_ID)
     answer = plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
-    rule = plans.rules.rule_for("source")
-    return answer, plans.fields_for(rule).plan(SCHEMA_ID)._proto
+    return answer, plans.fields_for(plans.rules.rule_for("source")).plan(SCHEMA_ID)._proto
 
 
 PLAN, FORMAT = _plans()
@@ -124,10 +129,7 @@ def _index_bytes(indexes: list[int]) -> bytes:
 
 
 def _text(rng: random.Random, most: int = 12) -> str:
-    text = "sr1:"
-    while text.startswith("sr1:"):
-        text = "".join(rng.choice(CHARS) for _ in range(rng.randint(0, most)))
-    return text
+    return random_text(rng, CHARS, most)
 
 
 def _record(rng: random.Random) -> bytes:
@@ -169,29 +171,7 @@ def _record(rng: random.Random) -> bytes:
 
 
 def _sealing(rng: random.Random, value: bytes, **extra: Any) -> Operation:
-    return {
-        "op": "seal_schema",
-        "input_hex": value.hex(),
-        "dek_hex": rng.randbytes(32).hex(),
-        "key_ref": {"kind": "subject_key", "key_id_hex": rng.randbytes(16).hex()},
-        "topic": rng.choice(["orders.enc", "événements"]),
-        "subject_hex": rng.randbytes(rng.randint(1, 20)).hex(),
-        "schema_id": SCHEMA_ID,
-        "selection": {"tags": ["PII"], "paths": []},
-        "schema_plan": PLAN,
-        "schema_text": PROTO,
-        **extra,
-    }
-
-
-def _opening(sealing: Operation, output_hex: str, *, erased: bool = False) -> Operation:
-    opening = {k: v for k, v in sealing.items() if k != "nonces_hex"}
-    dek = None if erased else sealing["dek_hex"]
-    return opening | {
-        "op": "open_schema",
-        "input_hex": output_hex,
-        "keys": [{"key_ref": sealing["key_ref"], "dek_hex": dek}],
-    }
+    return schema_sealing(rng, value, SCHEMA_ID, PLAN, schema_text=PROTO, **extra)
 
 
 def test_the_plan_names_each_messages_targets_and_refuses_the_tagged_int_alone() -> None:
@@ -216,24 +196,13 @@ def test_python_and_the_jvm_seal_the_same_bytes_with_the_same_nonces() -> None:
 def test_each_engine_opens_what_the_other_sealed_to_the_original_message() -> None:
     rng = random.Random("protobuf-cross")
     originals = [_record(rng) for _ in range(150)]
-    sealings = [_sealing(rng, value) for value in originals]
-    by_java = run_java(sealings)
-    by_python = [run_python(op) for op in sealings]
-    openings = []
-    for sealing, java, python in zip(sealings, by_java, by_python, strict=True):
-        assert java["ok"], java
-        assert python["ok"], python
-        openings += [_opening(sealing, java["output_hex"]), _opening(sealing, python["output_hex"])]
-    results = list(pairs(openings))
-    for (_, py, jvm), original in zip(results, [v for v in originals for _ in range(2)], strict=True):
-        assert py == jvm
-        assert bytes.fromhex(jvm["output_hex"]) == original, "opened to the message as it was produced"
+    assert_each_opens_the_other(originals, [_sealing(rng, value) for value in originals])
 
 
 def test_an_erased_key_reads_alike_on_both_engines() -> None:
     rng = random.Random("protobuf-erased")
     sealings = [_sealing(rng, _record(rng)) for _ in range(60)]
-    openings = [_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
+    openings = [schema_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
     mismatches = [(op, py, jvm) for op, py, jvm in pairs(openings) if py != jvm or not jvm["ok"]]
     assert not mismatches, mismatches[:3]
 
@@ -250,7 +219,7 @@ def test_a_map_key_given_twice_keeps_its_last_value_on_both_engines() -> None:
     [(_, py, jvm)] = list(pairs([op]))
     assert py == jvm
     assert jvm["ok"], jvm
-    opened = run_python(_opening(op, jvm["output_hex"]))
+    opened = run_python(schema_opening(op, jvm["output_hex"]))
     back = cls()
     back.ParseFromString(bytes.fromhex(opened["output_hex"])[6:])
     assert dict(back.notes) == {"k": "the value that counts"}
@@ -273,19 +242,9 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
         ("PayloadMismatch", _sealing(rng, frame(SCHEMA_ID, customer + b"\xf8\x07\x01"))),  # unknown field 127
         ("PayloadMismatch", _sealing(rng, frame(SCHEMA_ID, customer + b"\x3a\x03\xf8\x07\x01"))),  # unknown, nested
         ("TaggedFieldType", _sealing(rng, frame(SCHEMA_ID, bad))),
-        ("UnencryptedField", _opening(plain, plain["input_hex"])),
-        ("IntegrityError", _opening(plain, run_python(plain)["output_hex"]) | {"topic": "moved-elsewhere"}),
+        ("UnencryptedField", schema_opening(plain, plain["input_hex"])),
+        ("IntegrityError", schema_opening(plain, run_python(plain)["output_hex"]) | {"topic": "moved-elsewhere"}),
     ]
-
-
-def _python_problem(op: Operation) -> str:
-    from jvm_codec import _python_output
-
-    try:
-        _python_output(op)
-    except Exception as exc:  # noqa: BLE001 - the refusal's own words are compared
-        return str(getattr(exc, "problem", exc))
-    raise AssertionError("python accepted a hostile record")
 
 
 def test_hostile_input_takes_the_same_outcome_and_reason_on_both_engines() -> None:
@@ -297,5 +256,5 @@ def test_hostile_input_takes_the_same_outcome_and_reason_on_both_engines() -> No
         assert kind_of(jvm) == expected, (expected, jvm)
     refused = [op for expected, op in cases if expected in ("PayloadMismatch", "TaggedFieldType")]
     for op, jvm in zip(refused, run_java(refused, messages=True), strict=True):
-        problem = _python_problem(op)
+        problem = python_problem(op)
         assert jvm["message"].startswith(problem + " ("), (problem, jvm["message"])

@@ -23,12 +23,19 @@ from typing import Any
 
 import fastavro
 import pytest
-from jvm_codec import Operation, kind_of, pairs, run_java, run_python
+from jvm_codec import (
+    Operation,
+    assert_each_opens_the_other,
+    driver_plan,
+    kind_of,
+    pairs,
+    random_text,
+    run_python,
+    schema_opening,
+    schema_sealing,
+)
 
-from strongroom.rules import EncryptionRules
-from strongroom.schemas.registry import RegisteredSchema, RegistrySettings
 from strongroom.schemas.wire import frame
-from strongroom.spark.schema_plans import SchemaPlans
 
 pytestmark = pytest.mark.integration
 
@@ -83,11 +90,7 @@ PARSED = fastavro.parse_schema(SCHEMA)
 
 
 def _text(rng: random.Random, most: int = 12) -> str:
-    """Random text; never starting with ``sr1:`` (that is refused as a sealed-looking value, tested apart)."""
-    text = "sr1:"
-    while text.startswith("sr1:"):
-        text = "".join(rng.choice(CHARS) for _ in range(rng.randint(0, most)))
-    return text
+    return random_text(rng, CHARS, most)
 
 
 def _customer(rng: random.Random) -> dict[str, Any]:
@@ -121,41 +124,11 @@ def _payload(record: dict[str, Any]) -> bytes:
     return frame(SCHEMA_ID, out.getvalue())
 
 
-def _plan() -> dict[str, Any]:
-    """The driver's answer for the schema id, made by the driver's own code."""
-    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "source", "mode": "schema"}]})
-    plans = SchemaPlans(rules, RegistrySettings(url="http://127.0.0.1:9/never-asked"))
-    assert plans.registry is not None
-    plans.registry.preload(SCHEMA_ID, RegisteredSchema("AVRO", json.dumps(SCHEMA)))
-    return plans.answer({"topic": "source", "schema_id": SCHEMA_ID})
-
-
-PLAN = _plan()
+PLAN = driver_plan("AVRO", json.dumps(SCHEMA), SCHEMA_ID)
 
 
 def _sealing(rng: random.Random, value: bytes, **extra: Any) -> Operation:
-    return {
-        "op": "seal_schema",
-        "input_hex": value.hex(),
-        "dek_hex": rng.randbytes(32).hex(),
-        "key_ref": {"kind": "subject_key", "key_id_hex": rng.randbytes(16).hex()},
-        "topic": rng.choice(["orders.enc", "événements"]),
-        "subject_hex": rng.randbytes(rng.randint(1, 20)).hex(),
-        "schema_id": SCHEMA_ID,
-        "selection": {"tags": ["PII"], "paths": []},
-        "schema_plan": PLAN,
-        **extra,
-    }
-
-
-def _opening(sealing: Operation, output_hex: str, *, erased: bool = False) -> Operation:
-    opening = {k: v for k, v in sealing.items() if k != "nonces_hex"}
-    dek = None if erased else sealing["dek_hex"]
-    return opening | {
-        "op": "open_schema",
-        "input_hex": output_hex,
-        "keys": [{"key_ref": sealing["key_ref"], "dek_hex": dek}],
-    }
+    return schema_sealing(rng, value, SCHEMA_ID, PLAN, **extra)
 
 
 def test_the_plan_names_every_tagged_string_and_bytes_field_in_the_pythons_order() -> None:
@@ -179,24 +152,13 @@ def test_python_and_the_jvm_seal_the_same_bytes_with_the_same_nonces() -> None:
 def test_each_engine_opens_what_the_other_sealed_to_the_original_record() -> None:
     rng = random.Random("schema-cross")
     originals = [_payload(_customer(rng)) for _ in range(150)]
-    sealings = [_sealing(rng, value) for value in originals]
-    by_java = run_java(sealings)
-    by_python = [run_python(op) for op in sealings]
-    openings = []
-    for sealing, java, python in zip(sealings, by_java, by_python, strict=True):
-        assert java["ok"], java
-        assert python["ok"], python
-        openings += [_opening(sealing, java["output_hex"]), _opening(sealing, python["output_hex"])]
-    results = list(pairs(openings))
-    for (_, py, jvm), original in zip(results, [v for v in originals for _ in range(2)], strict=True):
-        assert py == jvm
-        assert bytes.fromhex(jvm["output_hex"]) == original, "opened to the record as it was produced"
+    assert_each_opens_the_other(originals, [_sealing(rng, value) for value in originals])
 
 
 def test_an_erased_key_reads_alike_on_both_engines() -> None:
     rng = random.Random("schema-erased")
     sealings = [_sealing(rng, _payload(_customer(rng))) for _ in range(40)]
-    openings = [_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
+    openings = [schema_opening(op, run_python(op)["output_hex"], erased=True) for op in sealings]
     mismatches = [(op, py, jvm) for op, py, jvm in pairs(openings) if py != jvm or not jvm["ok"]]
     assert not mismatches, mismatches[:3]
     record = fastavro.schemaless_reader(
@@ -229,8 +191,8 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
         # a field already holding an envelope sealed for another subject key is refused, not kept
         ("UnverifiedEnvelope", {**plain, "input_hex": presealed.hex()}),
         # opening: plaintext where ciphertext is promised, and a damaged envelope
-        ("UnencryptedField", _opening(plain, good.hex())),
-        ("IntegrityError", _opening(plain, sealed.hex()) | {"topic": "moved-elsewhere"}),
+        ("UnencryptedField", schema_opening(plain, good.hex())),
+        ("IntegrityError", schema_opening(plain, sealed.hex()) | {"topic": "moved-elsewhere"}),
     ]
     return cases
 
