@@ -43,7 +43,7 @@ final class ProtobufFormat implements RecordFormat {
     }
 
     /** A message of the schema: its descriptor and what the driver said of it. */
-    private record MessagePlan(Descriptor descriptor, List<FieldTarget> targets, EnvelopeException refusal) {
+    private record MessagePlan(Descriptor descriptor, MessageTargets said) {
     }
 
     /** A decoded record: the index bytes, the message being edited, and its targets. */
@@ -51,9 +51,11 @@ final class ProtobufFormat implements RecordFormat {
         final byte[] indexBytes;
         final Message.Builder root;
         final List<FieldTarget> targets;
-        /** Builders of map values that are messages, by map: written back into their entries before encoding. */
-        final Map<MapNode, List<Message.Builder>> mapValues = new HashMap<>();
-        final List<Runnable> writeBacks = new ArrayList<>();
+        /**
+         * Builders of map values that are messages, by map, in the order they were made (an inner map after the
+         * map holding it): written back into their entries before encoding, the last made first.
+         */
+        final Map<MapNode, List<Message.Builder>> mapValues = new LinkedHashMap<>();
 
         Record(byte[] indexBytes, Message.Builder root, List<FieldTarget> targets) {
             this.indexBytes = indexBytes;
@@ -86,8 +88,7 @@ final class ProtobufFormat implements RecordFormat {
         for (Map.Entry<String, MessageTargets> plan : plans.entrySet()) {
             Descriptor descriptor = find(indexesOf(plan.getKey()));
             if (descriptor != null) {
-                MessageTargets said = plan.getValue();
-                messages.put(plan.getKey(), new MessagePlan(descriptor, said.targets(), said.refusal()));
+                messages.put(plan.getKey(), new MessagePlan(descriptor, plan.getValue()));
             }
         }
     }
@@ -161,8 +162,9 @@ final class ProtobufFormat implements RecordFormat {
         if (plan == null) {
             throw mismatch("Protobuf message indexes " + indexes + " name no message of " + where);
         }
-        if (plan.refusal() != null) {
-            throw new EnvelopeException(plan.refusal().kind(), plan.refusal().problem());
+        EnvelopeException refusal = plan.said().refusal();
+        if (refusal != null) {
+            throw new EnvelopeException(refusal.kind(), refusal.problem());
         }
         DynamicMessage message;
         try {
@@ -175,7 +177,7 @@ final class ProtobufFormat implements RecordFormat {
             throw mismatch("payload has fields " + where + " does not declare (unknown fields)");
         }
         return new Record(Arrays.copyOfRange(value, offset, pos[0]), sortedMaps(message).toBuilder(),
-                plan.targets());
+                plan.said().targets());
     }
 
     /**
@@ -303,8 +305,12 @@ final class ProtobufFormat implements RecordFormat {
     @Override
     public byte[] encode(byte[] header, Object datum) {
         Record record = (Record) datum;
-        for (int i = record.writeBacks.size() - 1; i >= 0; i--) { // inner maps first
-            record.writeBacks.get(i).run();
+        List<Map.Entry<MapNode, List<Message.Builder>>> made = new ArrayList<>(record.mapValues.entrySet());
+        for (int m = made.size() - 1; m >= 0; m--) { // inner maps first
+            List<Message.Builder> values = made.get(m).getValue();
+            for (int i = 0; i < values.size(); i++) {
+                made.get(m).getKey().setValue(i, values.get(i).buildPartial());
+            }
         }
         ByteArrayOutputStream out = new ByteArrayOutputStream(256);
         out.writeBytes(header);
@@ -423,11 +429,6 @@ final class ProtobufFormat implements RecordFormat {
                     made.add(((Message) map.entry(i).getField(map.valueField())).toBuilder());
                 }
                 record.mapValues.put(map, made);
-                record.writeBacks.add(() -> {
-                    for (int i = 0; i < made.size(); i++) {
-                        map.setValue(i, made.get(i).buildPartial());
-                    }
-                });
                 builders = made;
             }
             return builders;
