@@ -22,7 +22,7 @@ from strongroom.kafka.topics import RDKAFKA_MESSAGE_MAX_BYTES, TopicLimits
 from strongroom.kafka.transport import log_starts, new_admin, topic_partitions
 from strongroom.policies import Engine
 from strongroom.rules import EncryptionRules
-from strongroom.spark.jobs.progress import app_id_for, read_checkpoint, restore_progress
+from strongroom.spark.jobs.progress import app_id_for, partitions_to_restore, read_checkpoint, restore_progress
 from strongroom.spark.jobs.results import InputGaps, PipelineResult
 from strongroom.spark.jvm_sink import close_idle_clients
 from strongroom.spark.kafka_sink import (
@@ -313,6 +313,8 @@ class StreamingJob(Generic[ResultT]):
     _lock: threading.Lock
     #: Cache each micro-batch (only jobs that read it more than once need to).
     cache_batches = True
+    #: The start's abort of open transactions when it runs while the query starts (:meth:`start`).
+    _aborting: threading.Thread | None = None
 
     def _prepare(self, batch: DataFrame, batch_id: int) -> DataFrame:
         """Hook before a batch is cached and processed."""
@@ -324,6 +326,7 @@ class StreamingJob(Generic[ResultT]):
     def process_batch(self, batch: DataFrame, batch_id: int) -> None:
         """The ``foreachBatch`` function: one batch at a time, cached, errors kept for :meth:`run`."""
         with self._lock:
+            self._wait_for_start_abort()
             cached: DataFrame | None = None
             try:
                 prepared = self._prepare(batch, batch_id)
@@ -426,10 +429,19 @@ class StreamingJob(Generic[ResultT]):
         progress = read_checkpoint(self.spark, self.settings.checkpoint)
         # A killed run may have left transactions open on partitions that get no new data for a while; end
         # them now rather than let them hold read_committed readers of the output back until they time out.
-        # First: their offsets are pending in the consumer group, and reading the group's committed offsets
-        # (below) waits for them to resolve, up to the transaction timeout.
-        self.abort_open_transactions()
-        restore_progress(self.settings.client, self.sink.group_id, progress)
+        if partitions_to_restore(progress):
+            # First: their offsets are pending in the consumer group, and reading the group's committed
+            # offsets (restore_progress) waits for them to resolve, up to the transaction timeout.
+            self.abort_open_transactions()
+            restore_progress(self.settings.client, self.sink.group_id, progress)
+        else:
+            # A new checkpoint has no offsets to restore: the abort (a coordinator round trip per partition)
+            # runs while Spark starts the query. The first micro-batch waits for it, so every task's own
+            # fencing of its transactional id comes after it.
+            self._aborting = threading.Thread(
+                target=self.abort_open_transactions, name="strongroom-abort-open", daemon=True
+            )
+            self._aborting.start()
         writer = (
             self.source()
             .writeStream.foreachBatch(self.process_batch)
@@ -442,10 +454,17 @@ class StreamingJob(Generic[ResultT]):
             writer = writer.trigger(processingTime=f"{self.settings.trigger_seconds} seconds")
         return writer.start()
 
+    def _wait_for_start_abort(self) -> None:
+        """Wait until the abort :meth:`start` began is done (no-op when it ran before the query started)."""
+        aborting, self._aborting = self._aborting, None
+        if aborting is not None:
+            aborting.join()
+
     def stop_gracefully(self, query: StreamingQuery, timeout_s: float = 120.0) -> None:
         """Stop between micro-batches: the running batch commits (or fails) first, so no transaction is
         left open. A batch still running after ``timeout_s`` is stopped anyway and the transactions its
         tasks held are aborted."""
+        self._wait_for_start_abort()
         deadline = time.monotonic() + timeout_s
         try:
             while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
@@ -475,6 +494,7 @@ class StreamingJob(Generic[ResultT]):
         finally:
             if query.isActive:
                 query.stop()
+            self._wait_for_start_abort()  # a query with no batch: its producers are closed before run returns
         if self.error is not None:
             raise self.error
         return self.result()

@@ -145,7 +145,9 @@ def restore_progress(client: ClientConfig, group_id: str, progress: CheckpointPr
     """
     relevant = {tp: o for tp, o in progress.committed.items() if o > 0}
     touched = _pending_partitions(progress)
-    wanted = sorted(set(relevant) | touched)
+    wanted = partitions_to_restore(progress)
+    if not wanted:
+        return {}
     known = {tp for tp, offset in committed(client, group_id, wanted).items() if offset >= 0}
     forgotten = [tp for tp in wanted if tp not in known]
     unsafe = sorted(tp for tp in forgotten if tp in touched)
@@ -169,6 +171,12 @@ def restore_progress(client: ClientConfig, group_id: str, progress: CheckpointPr
             len(restore),
         )
     return restore
+
+
+def partitions_to_restore(progress: CheckpointProgress) -> list[Partition]:
+    """The partitions whose committed offsets :func:`restore_progress` reads: those the checkpoint says were
+    written to, or that its unfinished batch read. None for a new checkpoint."""
+    return sorted({tp for tp, o in progress.committed.items() if o > 0} | _pending_partitions(progress))
 
 
 def _pending_partitions(progress: CheckpointProgress) -> set[Partition]:
