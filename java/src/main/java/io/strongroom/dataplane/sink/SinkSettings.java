@@ -64,6 +64,14 @@ public record SinkSettings(
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
+    /**
+     * The clients' first back-off after a retriable error, unless the user's properties set one. A new transactional
+     * id meets the coordinator's retriable answers (its transaction state still settling) in
+     * {@code initTransactions}, {@code sendOffsetsToTransaction} and the committed-offset read; with Kafka's 100 ms
+     * each of those took 100-230 ms, with 10 ms 20-70 ms (docs/benchmarks.md). Further retries still back off
+     * exponentially up to {@code retry.backoff.max.ms} (1 s), so an outage is not hammered.
+     */
+    static final int FIRST_RETRY_BACKOFF_MS = 10;
 
     /** The settings of a write, from the JSON the driver built. */
     public static SinkSettings parse(String json) {
@@ -149,6 +157,7 @@ public record SinkSettings(
         conf.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, 60_000);
         conf.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 300_000);
         conf.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 120_000);
+        conf.putIfAbsent(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, FIRST_RETRY_BACKOFF_MS);
         conf.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, "org.apache.kafka.common.serialization.ByteArraySerializer");
         conf.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG,
                 "org.apache.kafka.common.serialization.ByteArraySerializer");
@@ -159,6 +168,7 @@ public record SinkSettings(
         Map<String, Object> conf = clientConfig(ConsumerConfig.configNames());
         conf.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
         conf.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        conf.putIfAbsent(ConsumerConfig.RETRY_BACKOFF_MS_CONFIG, FIRST_RETRY_BACKOFF_MS);
         // read_committed makes the committed-offset fetch wait for pending transactional offsets (require_stable)
         conf.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         conf.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG,
