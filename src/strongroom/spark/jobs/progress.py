@@ -175,7 +175,7 @@ def restore_progress(client: ClientConfig, group_id: str, progress: CheckpointPr
 
 def partitions_to_restore(progress: CheckpointProgress) -> list[Partition]:
     """The partitions whose committed offsets :func:`restore_progress` reads: those the checkpoint says were
-    written to, or that its unfinished batch read. None for a new checkpoint."""
+    written to, or that its unfinished batch read; empty for a new checkpoint."""
     return sorted({tp for tp, o in progress.committed.items() if o > 0} | _pending_partitions(progress))
 
 
