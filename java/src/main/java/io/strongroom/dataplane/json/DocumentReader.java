@@ -91,9 +91,9 @@ public final class DocumentReader {
         return value instanceof Boolean ? "boolean" : "number";
     }
 
-    /** Whether {@code needle} occurs in {@code haystack}, byte for byte. */
-    static boolean contains(byte[] haystack, byte[] needle) {
-        return latin1(haystack).indexOf(latin1(needle)) >= 0;
+    /** Whether the ASCII text {@code needle} occurs in {@code haystack}, byte for byte. */
+    static boolean contains(byte[] haystack, String needle) {
+        return latin1(haystack).indexOf(needle) >= 0;
     }
 
     /**

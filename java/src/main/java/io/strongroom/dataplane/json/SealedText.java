@@ -3,7 +3,6 @@ package io.strongroom.dataplane.json;
 import io.strongroom.dataplane.codec.EnvelopeException;
 import io.strongroom.dataplane.codec.ErrorKind;
 import io.strongroom.dataplane.codec.WireIds;
-import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 import java.util.regex.Pattern;
 
@@ -36,7 +35,7 @@ public final class SealedText {
     /** {@code _check_spelling}. */
     static void checkSpelling(byte[] raw, String text, String path) {
         boolean ascii = text.chars().allMatch(c -> c < 0x80);
-        if (ascii && DocumentReader.contains(raw, ("\"" + text + "\"").getBytes(StandardCharsets.US_ASCII))) {
+        if (ascii && DocumentReader.contains(raw, "\"" + text + "\"")) {
             return;
         }
         throw new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE, "field " + path
