@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from strongroom.demo.data import customer_events
 from strongroom.kafka.config import ClientConfig
@@ -75,19 +75,35 @@ class PipelineEnv:
         self, topic: str, partitions: int | None = None, idle: float = 3.0, *, uncommitted: bool = False
     ) -> list[Any]:
         """Every committed record of the topic (read_committed; ``uncommitted``: aborted ones too), in
-        partition/offset order."""
+        partition/offset order.
+
+        Returns as soon as every partition is read to its high watermark. A partition whose end stays short of
+        it (a transaction still open, or its markers not yet written) is waited for until no record has come
+        for ``idle`` seconds."""
         isolation = "read_uncommitted" if uncommitted else "read_committed"
-        consumer = build_consumer(self.client.consumer(overrides={"isolation.level": isolation}))
+        consumer = build_consumer(
+            self.client.consumer(overrides={"isolation.level": isolation, "enable.partition.eof": True})
+        )
         if partitions is None:
             partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out = []
+        at_end: set[int] = set()
         last = time.monotonic()
-        while time.monotonic() - last < idle:
+        while len(at_end) < partitions and time.monotonic() - last < idle:
             msg = consumer.poll(0.3)
-            if msg is not None and msg.error() is None:
+            if msg is None:
+                continue
+            if msg.error() is None:
                 out.append(msg)
+                at_end.discard(msg.partition())
                 last = time.monotonic()
+            elif msg.error().code() == KafkaError._PARTITION_EOF:
+                # the end a read_committed reader reaches is the last stable offset; only at the high
+                # watermark (read from the fetch that ended here) is nothing left to come
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, msg.partition()), cached=True)
+                if msg.offset() >= high:
+                    at_end.add(msg.partition())
         consumer.close()
         return sorted(out, key=lambda m: (m.partition(), m.offset()))
 
