@@ -52,7 +52,7 @@ def test_killed_repeatedly_on_either_engine_every_record_exactly_once(pipeline_e
     env = pipeline_env
     topic = env.new_topic(partitions=3)
     total = 6000
-    produced, log = kill_repeatedly_then_finish(env, topic, tmp_path, total, FIELDS, kills=6)
+    produced, _ = kill_repeatedly_then_finish(env, topic, tmp_path, total, FIELDS, kills=6)
     out = env.read(f"{topic}.enc", idle=3.0)
     ids = [json.loads(m.value())["event_id"] for m in out]
     assert len(produced) == total
@@ -61,8 +61,7 @@ def test_killed_repeatedly_on_either_engine_every_record_exactly_once(pipeline_e
     for m in out[:50]:
         assert json.loads(m.value())["email"].startswith("sr1:")
     abort_a_transaction_of_copies(env, f"{topic}.enc", out[:300])
-    for engine in ENGINES:
-        decrypted_exactly_once(env, topic, produced, log, [*FIELDS, "--engine", engine])
+    decrypted_exactly_once(env, topic, produced, tmp_path, FIELDS)
 
 
 def kill_repeatedly_then_finish(
@@ -121,32 +120,43 @@ def kill_repeatedly_then_finish(
     return produced, log
 
 
-def decrypted_exactly_once(env: Any, topic: str, produced: list[str], log: Path, rule: list[str]) -> None:
-    """`strongroom decrypt` (with ``rule``'s engine, into its own output topic) of the encrypted topic holds
-    every produced event exactly once (read_committed), although the topic also holds an aborted transaction
-    of copies (:func:`abort_a_transaction_of_copies`, called first)."""
+def decrypted_exactly_once(env: Any, topic: str, produced: list[str], tmp_path: Path, rule: list[str]) -> None:
+    """`strongroom decrypt` of the encrypted topic on each of the :data:`ENGINES` (side by side, each into its
+    own output topic) holds every produced event exactly once (read_committed), although the topic also holds
+    an aborted transaction of copies (:func:`abort_a_transaction_of_copies`, called first)."""
     total = len(produced)
     aborted = len(env.read(f"{topic}.enc", uncommitted=True)) - total
     assert aborted >= 300
 
-    # The decrypt pipeline reads the encrypted topic, aborted transactions included in its log.
-    name = f"-{rule[-1]}"
-    decrypt = [
-        sys.executable, "-m", "strongroom.cli.main", "decrypt",
-        "--bootstrap-server", env.bootstrap, "--local-kms", env.kms_config["path"], "--keys-topic", env.keys_topic,
-        "--topic", f"{topic}.enc", *rule, "--output-topic", f"{topic}.decrypted{name}",
-        "--checkpoint", str(env.workdir / f"chk-decrypt{name}"), "--app-id", f"kill-test-decrypt{name}",
-    ]  # fmt: skip
-    done = subprocess.run(decrypt, stdout=subprocess.DEVNULL, stderr=log.open("ab"), timeout=600, check=False)
-    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
-    plain = env.read(f"{topic}.decrypted{name}", idle=3.0)
-    decrypted = [json.loads(m.value())["event_id"] for m in plain]
-    assert len(decrypted) == total, (
-        f"{len(decrypted) - len(set(decrypted))} duplicates ({aborted} aborted records in {topic}.enc), "
-        f"{len(set(produced) - set(decrypted))} missing"
-    )
-    assert set(decrypted) == set(produced)
-    assert all("@" in json.loads(m.value())["email"] for m in plain[:50])
+    # The decrypt pipelines read the encrypted topic, aborted transactions included in its log.
+    runs = {}
+    for engine in ENGINES:
+        decrypt = [
+            sys.executable, "-m", "strongroom.cli.main", "decrypt",
+            "--bootstrap-server", env.bootstrap, "--local-kms", env.kms_config["path"], "--keys-topic", env.keys_topic,
+            "--topic", f"{topic}.enc", *rule, "--engine", engine, "--output-topic", f"{topic}.decrypted-{engine}",
+            "--checkpoint", str(env.workdir / f"chk-decrypt-{engine}"), "--app-id", f"kill-test-decrypt-{engine}",
+        ]  # fmt: skip
+        log = tmp_path / f"decrypt-{engine}.log"
+        proc = subprocess.Popen(decrypt, stdout=subprocess.DEVNULL, stderr=log.open("ab"), start_new_session=True)
+        runs[engine] = (proc, log)
+    try:
+        for engine, (proc, log) in runs.items():
+            assert proc.wait(600) == 0, f"{engine}: {log.read_text(errors='replace')[-3000:]}"
+    finally:
+        for proc, _ in runs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+    for engine in ENGINES:
+        plain = env.read(f"{topic}.decrypted-{engine}", idle=3.0)
+        decrypted = [json.loads(m.value())["event_id"] for m in plain]
+        assert len(decrypted) == total, (
+            f"{engine}: {len(decrypted) - len(set(decrypted))} duplicates ({aborted} aborted records in "
+            f"{topic}.enc), {len(set(produced) - set(decrypted))} missing"
+        )
+        assert set(decrypted) == set(produced)
+        assert all("@" in json.loads(m.value())["email"] for m in plain[:50])
 
 
 def abort_a_transaction_of_copies(env: Any, topic: str, records: list[Any]) -> None:
