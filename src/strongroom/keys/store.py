@@ -330,7 +330,12 @@ class KeyStore:
             db.execute("BEGIN")
             try:
                 pending: list[SubjectKeyRow] = []
+                leases: LeaseRun | None = None  # the seal counts a run of consecutive lease records changed
                 for item in records:
+                    record = item[2] if len(item) == 3 else None
+                    if leases is not None and not isinstance(record, SealLease | SealLeases):
+                        leases.write()  # every other record sees the counts first
+                        leases = None
                     if len(item) == 8:
                         pending.append(item)
                         continue
@@ -341,7 +346,13 @@ class KeyStore:
                     if pending:
                         _insert_keys(db, pending)
                         pending = []
-                    self._apply_one(db, partition, offset, record, effects)
+                    if isinstance(record, SealLease | SealLeases):
+                        leases = leases or LeaseRun(db)
+                        _apply_lease_record(leases, partition, offset, record, effects)
+                    else:
+                        self._apply_one(db, partition, offset, record, effects)
+                if leases is not None:
+                    leases.write()
                 if pending:
                     _insert_keys(db, pending)
                 db.executemany(
@@ -405,10 +416,10 @@ class KeyStore:
         elif isinstance(record, LayoutRecord):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
             effects.layout = record
-        elif isinstance(record, SealLease):
-            effects.leases[record.lease_id] = _apply_lease(db, partition, offset, record)
-        elif isinstance(record, SealLeases):
-            effects.lease_sets[record.lease_id] = _apply_leases(db, partition, offset, record)
+        elif isinstance(record, SealLease | SealLeases):
+            leases = LeaseRun(db)
+            _apply_lease_record(leases, partition, offset, record, effects)
+            leases.write()
 
     # ------------------------------------------------------------------ queries
     def key(self, key_id: bytes) -> StoredKey | None:
@@ -559,15 +570,15 @@ class KeyStore:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def _apply_lease(db: sqlite3.Connection, partition: int, offset: int, lease: SealLease) -> bool:
-    """A single lease (earlier versions wrote one per key): a seal-leases record of one entry."""
-    one = SealLeases(lease.lease_id, ((lease.key_id, lease.seals),), lease.max_seals, lease.requested_at_ms)
-    return _apply_leases(db, partition, offset, one) == b"\x01"
-
-
-_LEASED_KEYS: Final = (
-    "SELECT key_id, sealed, exhausted FROM subject_keys WHERE partition = ? AND offset < ? AND key_id IN"
-)
+def _apply_lease_record(
+    leases: LeaseRun, partition: int, offset: int, record: SealLease | SealLeases, effects: ApplyEffects
+) -> None:
+    if isinstance(record, SealLeases):
+        effects.lease_sets[record.lease_id] = leases.apply(partition, offset, record)
+        return
+    # A single lease (earlier versions wrote one per key): a seal-leases record of one entry.
+    one = SealLeases(record.lease_id, ((record.key_id, record.seals),), record.max_seals, record.requested_at_ms)
+    effects.leases[record.lease_id] = leases.apply(partition, offset, one) == b"\x01"
 
 
 def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
@@ -578,34 +589,75 @@ def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
         yield ",".join("?" * len(chunk)), chunk
 
 
-def _apply_leases(db: sqlite3.Connection, partition: int, offset: int, leases: SealLeases) -> bytes:
-    """Grant each entry, in order, if its key (live, in this partition, written before the record, not
-    exhausted) stays within the record's bound with it; an entry that does not fit marks the key exhausted.
-    Every reader decides the same. A few queries for the whole record; one byte per entry, 1 granted."""
-    key_ids = list(dict.fromkeys(key_id for key_id, _ in leases.entries))
-    state: dict[bytes, list[int]] = {}  # key id → [sealed, exhausted] of keys the leases may use
-    for placeholders, chunk in _in_chunks(key_ids):
-        rows = db.execute(f"{_LEASED_KEYS} ({placeholders})", (partition, offset, *chunk))
-        for key_id, sealed, exhausted in rows:
-            state[bytes(key_id)] = [int(sealed), int(exhausted)]
-    granted = bytearray(len(leases.entries))
-    changed: set[bytes] = set()
-    bound = leases.max_seals
-    for index, (key_id, seals) in enumerate(leases.entries):
-        key = state.get(key_id)
-        if key is None or key[1]:
-            continue
-        changed.add(key_id)
-        sealed = key[0] + seals
-        if sealed <= bound:
-            granted[index] = 1
-            key[0] = sealed
-        key[1] = int(sealed >= bound)  # denied, or granted up to the bound exactly: the key is spent
-    db.executemany(
-        "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
-        [(state[key_id][0], state[key_id][1], key_id) for key_id in changed],
-    )
-    return bytes(granted)
+class LeaseRun:
+    """The seal counts of the keys that a run of consecutive seal-lease records names, inside one
+    transaction: each key's row is read once and written back once (:meth:`write`), however many records
+    of the run lease it.
+
+    A cold key table applies every lease ever written, and every writer start leases each key it uses
+    again, so the same keys come back record after record; reading and updating a key's row per record
+    cost about twice as much per entry as the decisions themselves. The decisions are the same as record
+    by record: each record sees the counts the records before it left. The caller writes the run back
+    before any other record (a key, an erasure, ...) is applied, so nothing else ever sees stale counts.
+    """
+
+    #: Keys held before the run writes back and starts again (about 150 bytes each).
+    MAX_KEYS: Final = 200_000
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        #: key id → [partition, offset, sealed, exhausted] of the keys read so far
+        self._keys: dict[bytes, list[int]] = {}
+        self._absent: set[bytes] = set()
+        self._changed: set[bytes] = set()
+
+    def apply(self, partition: int, offset: int, leases: SealLeases) -> bytes:
+        """Grant each entry, in order, if its key (live, in this partition, written before the record, not
+        exhausted) stays within the record's bound with it; an entry that does not fit marks the key
+        exhausted. Every reader decides the same. One byte per entry, 1 granted."""
+        if len(self._keys) > self.MAX_KEYS:
+            self.write()
+        self._read(leases.entries)
+        keys, changed = self._keys, self._changed
+        granted = bytearray(len(leases.entries))
+        bound = leases.max_seals
+        for index, (key_id, seals) in enumerate(leases.entries):
+            key = keys.get(key_id)
+            if key is None or key[3] or key[0] != partition or key[1] >= offset:
+                continue
+            changed.add(key_id)
+            sealed = key[2] + seals
+            if sealed <= bound:
+                granted[index] = 1
+                key[2] = sealed
+            key[3] = int(sealed >= bound)  # denied, or granted up to the bound exactly: the key is spent
+        return bytes(granted)
+
+    def write(self) -> None:
+        """Write the changed counts back and forget what was read (the next record reads them again)."""
+        keys = self._keys
+        self._db.executemany(
+            "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
+            [(keys[key_id][2], keys[key_id][3], key_id) for key_id in self._changed],
+        )
+        keys.clear()
+        self._absent.clear()
+        self._changed.clear()
+
+    def _read(self, entries: Iterable[tuple[bytes, int]]) -> None:
+        keys, absent = self._keys, self._absent
+        unread = [key_id for key_id in dict.fromkeys(key_id for key_id, _ in entries) if key_id not in keys]
+        unread = [key_id for key_id in unread if key_id not in absent]
+        for placeholders, chunk in _in_chunks(unread):
+            for key_id, partition, offset, sealed, exhausted in self._db.execute(
+                f"{_LEASED_KEYS} ({placeholders})",
+                chunk,
+            ):
+                keys[bytes(key_id)] = [int(partition), int(offset), int(sealed), int(exhausted)]
+        absent.update(key_id for key_id in unread if key_id not in keys)
+
+
+_LEASED_KEYS: Final = "SELECT key_id, partition, offset, sealed, exhausted FROM subject_keys WHERE key_id IN"
 
 
 def _wk(row: tuple[bytes, str, str, bytes, int, int, int, int]) -> StoredWrappingKey:

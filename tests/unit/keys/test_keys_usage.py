@@ -10,7 +10,15 @@ import pytest
 
 from strongroom.keys import records
 from strongroom.keys.errors import CorruptKeyRecord, KeysConfigError
-from strongroom.keys.records import MAX_LEASE_ENTRIES, KeysRecord, SealLease, SealLeases, SubjectKeyRecord
+from strongroom.keys.records import (
+    MAX_LEASE_ENTRIES,
+    ErasureMarker,
+    KeysRecord,
+    SealLease,
+    SealLeases,
+    SubjectKeyRecord,
+    SubjectKeyTombstone,
+)
 from strongroom.keys.store import KeyStore
 from strongroom.keys.usage import HARD_MAX_SEALS, Charge, SealLedger, SubjectKeyLimits, new_lease_id
 
@@ -228,3 +236,48 @@ def test_seal_leases_of_misplaced_or_later_keys_are_denied_and_add_to_single_lea
     assert apply(store, 3, batch) == {batch.lease_id: b"\x01\x00"}  # 60 + 30 fit, 20 more do not
     (stored,) = store.live_keys("s")
     assert stored.exhausted
+
+
+def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(tmp_path: Path) -> None:
+    """A transaction reads and writes a key's seal count once for a run of lease records
+    (``LeaseRun``). Random histories over two partitions, with leases passing the bound, keys written
+    again, erased by tombstone or marker and leased after, and runs broken by other records: applied in
+    one transaction they give the same grants, counts and exhausted keys as one record per transaction."""
+    rng = random.Random(29)
+    key_ids = [bytes([i]) * 16 for i in range(1, 9)]
+    for _ in range(25):
+        drawn: list[tuple[int, KeysRecord]] = []
+        for _ in range(40):
+            partition, roll, key_id = rng.randint(0, 1), rng.random(), rng.choice(key_ids)
+            subject = f"s{key_ids.index(key_id) % 4}"
+            if roll < 0.15:
+                drawn.append((partition, key(subject, key_id)))
+            elif roll < 0.2:
+                drawn.append((partition, SubjectKeyTombstone(subject, key_id)))
+            elif roll < 0.23:
+                drawn.append((partition, ErasureMarker(subject, "r", "t", "test", 1)))
+            elif roll < 0.35:
+                drawn.append((partition, lease(key_id, rng.randint(1, 60), 100)))
+            else:
+                entries = [(rng.choice(key_ids), rng.randint(1, 40)) for _ in range(rng.randint(1, 6))]
+                drawn.append((partition, leases(*entries)))
+        offsets = {0: 0, 1: 0}
+        history: list[tuple[int, int, KeysRecord]] = []
+        for partition, record in drawn:
+            history.append((partition, offsets[partition], record))
+            offsets[partition] += 1
+        whole = KeyStore(None, topic="keys", temp_base=tmp_path)
+        effects = whole.apply(history, dict(offsets))
+        one_by_one = KeyStore(None, topic="keys", temp_base=tmp_path)
+        grants: dict[bytes, bool | bytes] = {}
+        for partition, offset, record in history:
+            step = one_by_one.apply([(partition, offset, record)], {partition: offset + 1})
+            grants |= {**step.leases, **step.lease_sets}
+        assert {**effects.leases, **effects.lease_sets} == grants
+        assert any(granted for granted in grants.values()), "the history grants something"
+        counts = [
+            sorted(s._db.execute("SELECT key_id, sealed, exhausted FROM subject_keys")) for s in (whole, one_by_one)
+        ]
+        assert counts[0] == counts[1]
+        whole.close()
+        one_by_one.close()
