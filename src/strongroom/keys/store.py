@@ -601,8 +601,8 @@ class LeaseRun:
     before any other record (a key, an erasure, ...) is applied, so nothing else ever sees stale counts.
     """
 
-    #: Keys held before the run writes back and starts again (about 150 bytes each).
-    MAX_KEYS: Final = 200_000
+    #: Keys held before the run writes back and starts again (about 220 bytes each: 22 MB at most).
+    MAX_KEYS: Final = 100_000
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
