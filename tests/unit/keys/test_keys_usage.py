@@ -19,7 +19,7 @@ from strongroom.keys.records import (
     SubjectKeyRecord,
     SubjectKeyTombstone,
 )
-from strongroom.keys.store import KeyStore
+from strongroom.keys.store import KeyStore, LeaseRun
 from strongroom.keys.usage import HARD_MAX_SEALS, Charge, SealLedger, SubjectKeyLimits, new_lease_id
 
 WK = b"w" * 16
@@ -238,11 +238,15 @@ def test_seal_leases_of_misplaced_or_later_keys_are_denied_and_add_to_single_lea
     assert stored.exhausted
 
 
-def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("max_keys", [LeaseRun.MAX_KEYS, 3], ids=["default", "runs written back every 3 keys"])
+def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_keys: int
+) -> None:
     """A transaction reads and writes a key's seal count once for a run of lease records
     (``LeaseRun``). Random histories over two partitions, with leases passing the bound, keys written
     again, erased by tombstone or marker and leased after, and runs broken by other records: applied in
     one transaction they give the same grants, counts and exhausted keys as one record per transaction."""
+    monkeypatch.setattr(LeaseRun, "MAX_KEYS", max_keys)
     rng = random.Random(29)
     key_ids = [bytes([i]) * 16 for i in range(1, 9)]
     for _ in range(25):
