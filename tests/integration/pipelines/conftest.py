@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
 
 from strongroom.demo.data import customer_events
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import build_consumer, build_producer
+from strongroom.kafka.transport import build_producer
 from strongroom.keys.topic import create_keys_topic
 from strongroom.kms.admin.local import LocalKekAdmin
 from strongroom.kms.local import LocalKms
 from strongroom.rules import EncryptionRules
 from strongroom.spark.jobs.common import PipelineSettings, ResultT, StreamingJob
 from strongroom.testing.kafka_cluster import KafkaCluster
+from strongroom.testing.topic_reader import read_to_end
 
 
 @dataclass
@@ -74,38 +73,8 @@ class PipelineEnv:
     def read(
         self, topic: str, partitions: int | None = None, idle: float = 3.0, *, uncommitted: bool = False
     ) -> list[Any]:
-        """Every committed record of the topic (read_committed; ``uncommitted``: aborted ones too), in
-        partition/offset order.
-
-        Returns as soon as every partition is read to its high watermark. A partition whose end stays short of
-        it (a transaction still open, or its markers not yet written) is waited for until no record has come
-        for ``idle`` seconds."""
-        isolation = "read_uncommitted" if uncommitted else "read_committed"
-        consumer = build_consumer(
-            self.client.consumer(overrides={"isolation.level": isolation, "enable.partition.eof": True})
-        )
-        if partitions is None:
-            partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out = []
-        at_end: set[int] = set()
-        last = time.monotonic()
-        while len(at_end) < partitions and time.monotonic() - last < idle:
-            msg = consumer.poll(0.3)
-            if msg is None:
-                continue
-            if msg.error() is None:
-                out.append(msg)
-                at_end.discard(msg.partition())
-                last = time.monotonic()
-            elif msg.error().code() == KafkaError._PARTITION_EOF:
-                # the end a read_committed reader reaches is the last stable offset; only at the high
-                # watermark (read from the fetch that ended here) is nothing left to come
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, msg.partition()), cached=True)
-                if msg.offset() >= high:
-                    at_end.add(msg.partition())
-        consumer.close()
-        return sorted(out, key=lambda m: (m.partition(), m.offset()))
+        """:func:`~strongroom.testing.topic_reader.read_to_end` of ``topic`` on this cluster."""
+        return read_to_end(self.client, topic, partitions, idle, uncommitted=uncommitted)
 
 
 @pytest.fixture

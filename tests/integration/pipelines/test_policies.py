@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from strongroom.errors import PipelineError
-from strongroom.kafka.transport import build_consumer, build_producer
+from strongroom.kafka.transport import build_producer
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
 from strongroom.spark.jobs.results import DecryptResult, EncryptResult
@@ -124,7 +124,6 @@ def test_lost_kek_stops_clearly_and_a_restored_kek_heals_the_running_job(
 
 def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkSession, pipeline_env: Any) -> None:
     """A mirror where data arrives before keys: the decrypt pipeline buffers, then releases in order."""
-    from confluent_kafka import TopicPartition
 
     from strongroom.keys.topic import create_keys_topic
 
@@ -145,17 +144,10 @@ def test_records_before_their_keys_wait_and_leave_in_subject_order(spark: SparkS
     assert env.read(f"{topic}.decrypted", idle=1) == []
 
     # The keys arrive (mirror the keys topic record by record, same partitions).
-    consumer = build_consumer(env.client.consumer())
-    consumer.assign([TopicPartition(env.keys_topic, p, 0) for p in range(3)])
     producer = build_producer(env.client.producer())
-    idle = time.monotonic()
-    while time.monotonic() - idle < 2:
-        msg = consumer.poll(0.3)
-        if msg is not None and msg.error() is None:
-            producer.produce(lagging_keys, key=msg.key(), value=msg.value(), partition=msg.partition())
-            idle = time.monotonic()
+    for msg in env.read(env.keys_topic, 3, idle=2):
+        producer.produce(lagging_keys, key=msg.key(), value=msg.value(), partition=msg.partition())
     producer.flush(10)
-    consumer.close()
 
     second = decrypt(spark, env, enc, "mirror", settings={"keys_topic": lagging_keys})
     assert second.pending.released == 12
