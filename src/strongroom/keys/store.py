@@ -416,10 +416,6 @@ class KeyStore:
         elif isinstance(record, LayoutRecord):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('partitions', ?)", (str(record.partitions),))
             effects.layout = record
-        elif isinstance(record, SealLease | SealLeases):
-            leases = LeaseRun(db)
-            _apply_lease_record(leases, partition, offset, record, effects)
-            leases.write()
 
     # ------------------------------------------------------------------ queries
     def key(self, key_id: bytes) -> StoredKey | None:
@@ -595,13 +591,14 @@ class LeaseRun:
     of the run lease it.
 
     A cold key table applies every lease ever written, and every writer start leases each key it uses
-    again, so the same keys come back record after record; reading and updating a key's row per record
-    cost about twice as much per entry as the decisions themselves. The decisions are the same as record
-    by record: each record sees the counts the records before it left. The caller writes the run back
-    before any other record (a key, an erasure, ...) is applied, so nothing else ever sees stale counts.
+    again, so the same keys come back record after record (a catch-up of 500,000 entries over 100,000
+    keys: 12–14 s record by record, 7–9 s by runs; docs/benchmarks.md). The decisions are the same as
+    record by record: each record sees the counts the records before it left. The caller writes the run
+    back before any other record (a key, an erasure, ...) is applied, so nothing else sees stale counts.
     """
 
-    #: Keys held before the run writes back and starts again (about 220 bytes each: 22 MB at most).
+    #: Keys held (read, or found absent) before the run writes back and starts again (about 220 bytes each:
+    #: 22 MB at most).
     MAX_KEYS: Final = 100_000
 
     def __init__(self, db: sqlite3.Connection) -> None:
@@ -615,7 +612,7 @@ class LeaseRun:
         """Grant each entry, in order, if its key (live, in this partition, written before the record, not
         exhausted) stays within the record's bound with it; an entry that does not fit marks the key
         exhausted. Every reader decides the same. One byte per entry, 1 granted."""
-        if len(self._keys) > self.MAX_KEYS:
+        if len(self._keys) + len(self._absent) > self.MAX_KEYS:
             self.write()
         self._read(leases.entries)
         keys, changed = self._keys, self._changed
