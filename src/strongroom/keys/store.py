@@ -643,13 +643,11 @@ class LeaseRun:
 
     def _read(self, entries: Iterable[tuple[bytes, int]]) -> None:
         keys, absent = self._keys, self._absent
-        unread = [key_id for key_id in dict.fromkeys(key_id for key_id, _ in entries) if key_id not in keys]
-        unread = [key_id for key_id in unread if key_id not in absent]
+        named = dict.fromkeys(key_id for key_id, _ in entries)
+        unread = [key_id for key_id in named if key_id not in keys and key_id not in absent]
         for placeholders, chunk in _in_chunks(unread):
-            for key_id, partition, offset, sealed, exhausted in self._db.execute(
-                f"{_LEASED_KEYS} ({placeholders})",
-                chunk,
-            ):
+            rows = self._db.execute(f"{_LEASED_KEYS} ({placeholders})", chunk)
+            for key_id, partition, offset, sealed, exhausted in rows:
                 keys[bytes(key_id)] = [int(partition), int(offset), int(sealed), int(exhausted)]
         absent.update(key_id for key_id in unread if key_id not in keys)
 
