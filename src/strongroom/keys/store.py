@@ -66,7 +66,7 @@ from strongroom.keys.records import (
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive, release_free_heap
 
-SCHEMA_VERSION: Final = "4"
+SCHEMA_VERSION: Final = "5"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -80,9 +80,10 @@ CREATE TABLE IF NOT EXISTS wrapping_keys (
 CREATE TABLE IF NOT EXISTS subject_keys (
     key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
     partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL,
-    sealed INTEGER NOT NULL DEFAULT 0, exhausted INTEGER NOT NULL DEFAULT 0
+    exhausted INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
+CREATE TABLE IF NOT EXISTS seal_counts (key_id BLOB PRIMARY KEY, sealed INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS markers (
     subject TEXT PRIMARY KEY, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
     request_id TEXT NOT NULL, requested_at INTEGER NOT NULL
@@ -93,7 +94,8 @@ CREATE TABLE IF NOT EXISTS lost_wrapping_keys (
     reason TEXT NOT NULL, plan_id TEXT NOT NULL, declared_by TEXT NOT NULL, declared_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
-_TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "markers", "erased_keys", "lost_wrapping_keys")
+_TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "seal_counts", "markers", "erased_keys",
+                   "lost_wrapping_keys")  # fmt: skip
 
 _INSERT_KEY: Final = """
 INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
@@ -373,6 +375,7 @@ class KeyStore:
     ) -> None:
         if isinstance(record, SubjectKeyTombstone):
             db.execute("DELETE FROM subject_keys WHERE key_id = ?", (record.key_id,))
+            db.execute("DELETE FROM seal_counts WHERE key_id = ?", (record.key_id,))
             db.execute("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", (record.key_id, record.subject))
             effects.erased_key_ids.append(record.key_id)
         elif isinstance(record, ErasureMarker):
@@ -381,6 +384,7 @@ class KeyStore:
             ).fetchall()
             db.executemany("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", [(k, record.subject) for (k,) in doomed])
             db.execute("DELETE FROM subject_keys WHERE subject = ? AND offset < ?", (record.subject, offset))
+            db.executemany("DELETE FROM seal_counts WHERE key_id = ?", doomed)
             db.execute(
                 "INSERT INTO markers VALUES (?, ?, ?, ?, ?) ON CONFLICT (subject) DO UPDATE SET "
                 "partition = excluded.partition, offset = excluded.offset, request_id = excluded.request_id, "
@@ -532,6 +536,15 @@ class KeyStore:
         with self._lock:
             return dict(self._db.execute("SELECT wk_id, count(*) FROM subject_keys GROUP BY wk_id").fetchall())
 
+    def seal_usage(self) -> dict[bytes, tuple[int, int]]:
+        """Each live key's seals leased so far and whether it is exhausted (1), as :class:`LeaseRun` left them."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT k.key_id, coalesce(c.sealed, 0), k.exhausted FROM subject_keys k "
+                "LEFT JOIN seal_counts c ON c.key_id = k.key_id"
+            ).fetchall()
+        return {bytes(key_id): (int(sealed), int(exhausted)) for key_id, sealed, exhausted in rows}
+
     def layout_partitions(self) -> int | None:
         with self._lock:
             row = self._db.execute("SELECT v FROM meta WHERE k = 'partitions'").fetchone()
@@ -595,6 +608,10 @@ class LeaseRun:
     keys: 12–14 s record by record, 7–9 s by runs; docs/benchmarks.md). The decisions are the same as
     record by record: each record sees the counts the records before it left. The caller writes the run
     back before any other record (a key, an erasure, ...) is applied, so nothing else sees stale counts.
+
+    The counts live in their own narrow table (``seal_counts``: key id and count, 30-odd bytes a row), not in
+    the key rows (150-odd bytes with the wrapped key, subject and KEK): writing a run back rewrites small rows
+    on few pages, and a key row is rewritten only when its key is spent (``exhausted``, which lookups read).
     """
 
     #: Keys held (read, or found absent) before the run writes back and starts again (about 220 bytes each:
@@ -607,6 +624,7 @@ class LeaseRun:
         self._keys: dict[bytes, list[int]] = {}
         self._absent: set[bytes] = set()
         self._changed: set[bytes] = set()
+        self._spent: list[bytes] = []  # keys this run exhausted
 
     def apply(self, partition: int, offset: int, leases: SealLeases) -> bytes:
         """Grant each entry, in order, if its key (live, in this partition, written before the record, not
@@ -627,19 +645,23 @@ class LeaseRun:
             if sealed <= bound:
                 granted[index] = 1
                 key[2] = sealed
-            key[3] = int(sealed >= bound)  # denied, or granted up to the bound exactly: the key is spent
+            if sealed >= bound:  # denied, or granted up to the bound exactly: the key is spent
+                key[3] = 1
+                self._spent.append(key_id)
         return bytes(granted)
 
     def write(self) -> None:
         """Write the changed counts back and forget what was read (the next record reads them again)."""
         keys = self._keys
         self._db.executemany(
-            "UPDATE subject_keys SET sealed = ?, exhausted = ? WHERE key_id = ?",
-            [(keys[key_id][2], keys[key_id][3], key_id) for key_id in self._changed],
+            "INSERT OR REPLACE INTO seal_counts (key_id, sealed) VALUES (?, ?)",
+            [(key_id, keys[key_id][2]) for key_id in self._changed],
         )
+        self._db.executemany("UPDATE subject_keys SET exhausted = 1 WHERE key_id = ?", [(k,) for k in self._spent])
         keys.clear()
         self._absent.clear()
         self._changed.clear()
+        self._spent.clear()
 
     def _read(self, entries: Iterable[tuple[bytes, int]]) -> None:
         keys, absent = self._keys, self._absent
@@ -652,7 +674,10 @@ class LeaseRun:
         absent.update(key_id for key_id in unread if key_id not in keys)
 
 
-_LEASED_KEYS: Final = "SELECT key_id, partition, offset, sealed, exhausted FROM subject_keys WHERE key_id IN"
+_LEASED_KEYS: Final = (
+    "SELECT k.key_id, k.partition, k.offset, coalesce(c.sealed, 0), k.exhausted"
+    " FROM subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id WHERE k.key_id IN"
+)
 
 
 def _wk(row: tuple[bytes, str, str, bytes, int, int, int, int]) -> StoredWrappingKey:

@@ -33,8 +33,7 @@ def outcomes(store: KeyStore, start: int, items: Sequence[KeysRecord]) -> list[b
 
 
 def usage(store: KeyStore, key_id: bytes) -> tuple[int, int]:
-    row = store._db.execute("SELECT sealed, exhausted FROM subject_keys WHERE key_id = ?", (key_id,)).fetchone()
-    return int(row[0]), int(row[1])
+    return store.seal_usage()[key_id]
 
 
 def test_a_retire_record_exhausts_every_key_it_names_whatever_was_added_up(tmp_path: Path) -> None:

@@ -146,6 +146,18 @@ def test_leases_of_unknown_misplaced_or_earlier_keys_are_denied(store: KeyStore)
     assert not store.live_keys("s")[0].exhausted
 
 
+def test_a_keys_seal_count_goes_with_the_key_and_outlives_a_repeated_key_record(store: KeyStore) -> None:
+    k3 = b"\x03" * 16
+    a, b, c = lease(K1, 30, 100), lease(K2, 30, 100), lease(k3, 30, 100)
+    apply(store, 0, key("s", K1), key("t", K2), key("u", k3), a, b, c)
+    assert store.seal_usage() == {K1: (30, 0), K2: (30, 0), k3: (30, 0)}
+    again = lease(k3, 80, 100)
+    assert apply(store, 6, key("u", k3), again) == {again.lease_id: False}  # the count is the key's, not its row's
+    apply(store, 8, SubjectKeyTombstone("s", K1), ErasureMarker("t", "r", "t", "test", 1))
+    assert store.seal_usage() == {k3: (30, 1)}
+    assert store._db.execute("SELECT count(*) FROM seal_counts").fetchone()[0] == 1  # no count of a gone key
+
+
 def test_subject_key_rows_and_records_are_stored_alike(store: KeyStore) -> None:
     record = key("s", K1)
     key_bytes, value = records.encode(record)
@@ -279,12 +291,10 @@ def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(
             step = one_by_one.apply([(partition, offset, record)], {partition: offset + 1})
             grants |= {**step.leases, **step.lease_sets}
         assert {**effects.leases, **effects.lease_sets} == grants
-        counts = [
-            sorted(s._db.execute("SELECT key_id, sealed, exhausted FROM subject_keys")) for s in (whole, one_by_one)
-        ]
+        counts = [s.seal_usage() for s in (whole, one_by_one)]
         assert counts[0] == counts[1]
         granted_any |= any(g is True or (isinstance(g, bytes) and any(g)) for g in grants.values())
-        exhausted_any |= any(exhausted for _, _, exhausted in counts[0])
+        exhausted_any |= any(exhausted for _, exhausted in counts[0].values())
         whole.close()
         one_by_one.close()
     assert granted_any, "the histories grant leases"
