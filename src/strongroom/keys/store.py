@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.records import (
@@ -147,9 +147,9 @@ def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow]) -> None:
     db.executemany(_INSERT_KEY, [row for row in rows if row[1] in marked])
 
 
-@dataclass(frozen=True, slots=True)
-class StoredKey:
-    """A subject key as stored: still wrapped by its wrapping key."""
+class StoredKey(NamedTuple):
+    """A subject key as stored: still wrapped by its wrapping key. A named tuple, not a frozen dataclass: it is
+    built for every row a lookup reads (about 0.5 µs against 1.5–2 µs)."""
 
     key_id: bytes
     subject: str
