@@ -130,10 +130,13 @@ def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKey
             record.kek_ref)  # fmt: skip
 
 
-def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow]) -> None:
+def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow], lease_states: dict[bytes, Any]) -> None:
     """Insert subject keys; those of subjects with an erasure marker only if no later marker erased them
     (the marker check per row costs a third of the insert, and nearly no subject has a marker)."""
     rows.sort(key=itemgetter(0))  # stable: two records of one key id keep their order (the later wins)
+    if lease_states:
+        for row in rows:
+            lease_states.pop(row[0], None)
     marked: set[str] = set()
     subjects = list({row[1] for row in rows})
     for start in range(0, len(subjects), 500):
@@ -245,6 +248,10 @@ class KeyStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._trimmed = 0.0
+        #: key id → (partition, offset, seals counted, exhausted) as committed, from reads of live keys: the
+        #: lease records that follow those reads (a writer leases the keys it just looked up) find them here
+        #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
+        self._lease_states: dict[bytes, tuple[int, int, int, int]] = {}
         self._db = self._open()
         self._closed = False
 
@@ -304,6 +311,7 @@ class KeyStore:
         """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
         with self._lock:
             self._clear(self._db)
+            self._lease_states.clear()
             self.rebuilt = True
 
     @staticmethod
@@ -346,23 +354,24 @@ class KeyStore:
                         pending.append(_row_of(record, partition, offset))
                         continue
                     if pending:
-                        _insert_keys(db, pending)
+                        _insert_keys(db, pending, self._lease_states)
                         pending = []
                     if isinstance(record, SealLease | SealLeases):
-                        leases = leases or LeaseRun(db)
+                        leases = leases or LeaseRun(db, self._lease_states)
                         _apply_lease_record(leases, partition, offset, record, effects)
                     else:
-                        self._apply_one(db, partition, offset, record, effects)
+                        self._apply_one(db, partition, offset, record, effects, self._lease_states)
                 if leases is not None:
                     leases.write()
                 if pending:
-                    _insert_keys(db, pending)
+                    _insert_keys(db, pending, self._lease_states)
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
+                self._lease_states.clear()  # it may name keys whose changes were just undone
                 raise
         if len(records) >= _TRIM_AFTER_RECORDS and time.monotonic() - self._trimmed >= _TRIM_INTERVAL_S:
             release_free_heap()
@@ -371,11 +380,17 @@ class KeyStore:
 
     @staticmethod
     def _apply_one(
-        db: sqlite3.Connection, partition: int, offset: int, record: KeysRecord, effects: ApplyEffects
+        db: sqlite3.Connection,
+        partition: int,
+        offset: int,
+        record: KeysRecord,
+        effects: ApplyEffects,
+        lease_states: dict[bytes, Any],
     ) -> None:
         if isinstance(record, SubjectKeyTombstone):
             db.execute("DELETE FROM subject_keys WHERE key_id = ?", (record.key_id,))
             db.execute("DELETE FROM seal_counts WHERE key_id = ?", (record.key_id,))
+            lease_states.pop(record.key_id, None)
             db.execute("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", (record.key_id, record.subject))
             effects.erased_key_ids.append(record.key_id)
         elif isinstance(record, ErasureMarker):
@@ -385,6 +400,8 @@ class KeyStore:
             db.executemany("INSERT OR IGNORE INTO erased_keys VALUES (?, ?)", [(k, record.subject) for (k,) in doomed])
             db.execute("DELETE FROM subject_keys WHERE subject = ? AND offset < ?", (record.subject, offset))
             db.executemany("DELETE FROM seal_counts WHERE key_id = ?", doomed)
+            for (key_id,) in doomed:
+                lease_states.pop(bytes(key_id), None)
             db.execute(
                 "INSERT INTO markers VALUES (?, ?, ?, ?, ?) ON CONFLICT (subject) DO UPDATE SET "
                 "partition = excluded.partition, offset = excluded.offset, request_id = excluded.request_id, "
@@ -452,11 +469,19 @@ class KeyStore:
         return [StoredKey(*row) for row in rows]
 
     def live_keys_many(self, subjects: Sequence[str]) -> dict[str, list[StoredKey]]:
-        """:meth:`live_keys` for many subjects in few queries (key creation checks a whole batch)."""
+        """:meth:`live_keys` for many subjects in few queries (key creation checks a whole batch). Their lease
+        states are kept for the seal leases that follow (``_lease_states``)."""
         found: dict[str, list[StoredKey]] = {s: [] for s in subjects}
-        query = f"SELECT {_KEY_COLUMNS} FROM subject_keys WHERE subject"  # noqa: S608 - constant columns
-        for row in self._select_in(query, subjects, " ORDER BY subject, offset"):
-            found[row[1]].append(StoredKey(*row))
+        states = self._lease_states
+        for placeholders, chunk in _in_chunks(subjects):
+            with self._lock:  # read and kept in one hold: no record is applied in between
+                rows = self._db.execute(f"{_LIVE_KEYS} ({placeholders}) ORDER BY k.subject, k.offset", chunk)
+                for *columns, sealed in rows:
+                    stored = StoredKey(*columns)
+                    found[stored.subject].append(stored)
+                    if len(states) >= _LEASE_STATES_MAX:
+                        del states[next(iter(states))]  # the oldest
+                    states[stored.key_id] = (stored.partition, stored.offset, sealed, stored.exhausted)
         return found
 
     def markers_many(self, subjects: Sequence[str]) -> dict[str, StoredMarker]:
@@ -618,8 +643,10 @@ class LeaseRun:
     #: 22 MB at most).
     MAX_KEYS: Final = 100_000
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, known: dict[bytes, tuple[int, int, int, int]] | None = None) -> None:
         self._db = db
+        #: The store's committed lease states from reads (never added to here: this transaction may roll back).
+        self._known: dict[bytes, tuple[int, int, int, int]] = {} if known is None else known
         #: key id → [partition, offset, sealed, exhausted] of the keys read so far
         self._keys: dict[bytes, list[int]] = {}
         self._absent: set[bytes] = set()
@@ -658,6 +685,10 @@ class LeaseRun:
             [(key_id, keys[key_id][2]) for key_id in self._changed],
         )
         self._db.executemany("UPDATE subject_keys SET exhausted = 1 WHERE key_id = ?", [(k,) for k in self._spent])
+        known = self._known
+        if known:
+            for key_id in self._changed:
+                known.pop(key_id, None)
         keys.clear()
         self._absent.clear()
         self._changed.clear()
@@ -667,6 +698,16 @@ class LeaseRun:
         keys, absent = self._keys, self._absent
         named = dict.fromkeys(key_id for key_id, _ in entries)
         unread = [key_id for key_id in named if key_id not in keys and key_id not in absent]
+        known = self._known
+        if known:
+            missed = []
+            for key_id in unread:
+                state = known.get(key_id)
+                if state is None:
+                    missed.append(key_id)
+                else:
+                    keys[key_id] = list(state)
+            unread = missed
         for placeholders, chunk in _in_chunks(unread):
             rows = self._db.execute(f"{_LEASED_KEYS} ({placeholders})", chunk)
             for key_id, partition, offset, sealed, exhausted in rows:
@@ -674,6 +715,13 @@ class LeaseRun:
         absent.update(key_id for key_id in unread if key_id not in keys)
 
 
+#: Lease states kept from reads at most (about 200 bytes each, so 20 MB), the oldest forgotten first: a
+#: writer leases the keys of a request right after reading them.
+_LEASE_STATES_MAX: Final = 100_000
+_LIVE_KEYS: Final = (
+    "SELECT k.key_id, k.subject, k.wk_id, k.wrapped, k.partition, k.offset, k.created, k.kek_ref, k.exhausted,"
+    " coalesce(c.sealed, 0) FROM subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id WHERE k.subject IN"
+)
 _LEASED_KEYS: Final = (
     "SELECT k.key_id, k.partition, k.offset, coalesce(c.sealed, 0), k.exhausted"
     " FROM subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id WHERE k.key_id IN"

@@ -257,7 +257,8 @@ def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(
     """A transaction reads and writes a key's seal count once for a run of lease records
     (``LeaseRun``). Random histories over two partitions, with leases passing the bound, keys written
     again, erased by tombstone or marker and leased after, and runs broken by other records: applied in
-    one transaction they give the same grants, counts and exhausted keys as one record per transaction."""
+    one transaction they give the same grants, counts and exhausted keys as one record per transaction, and
+    as one record per transaction with the lease states that reads of the keys keep (``_lease_states``)."""
     monkeypatch.setattr(LeaseRun, "MAX_KEYS", max_keys)
     rng = random.Random(29)
     key_ids = [bytes([i]) * 16 for i in range(1, 9)]
@@ -291,11 +292,20 @@ def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(
             step = one_by_one.apply([(partition, offset, record)], {partition: offset + 1})
             grants |= {**step.leases, **step.lease_sets}
         assert {**effects.leases, **effects.lease_sets} == grants
-        counts = [s.seal_usage() for s in (whole, one_by_one)]
-        assert counts[0] == counts[1]
+        primed = KeyStore(None, topic="keys", temp_base=tmp_path)  # lease states kept from reads in between
+        primed_grants: dict[bytes, bool | bytes] = {}
+        for partition, offset, record in history:
+            if rng.random() < 0.5:
+                primed.live_keys_many([f"s{n}" for n in range(4)])
+            step = primed.apply([(partition, offset, record)], {partition: offset + 1})
+            primed_grants |= {**step.leases, **step.lease_sets}
+        assert primed_grants == grants
+        counts = [s.seal_usage() for s in (whole, one_by_one, primed)]
+        assert counts[0] == counts[1] == counts[2]
         granted_any |= any(g is True or (isinstance(g, bytes) and any(g)) for g in grants.values())
         exhausted_any |= any(exhausted for _, exhausted in counts[0].values())
         whole.close()
         one_by_one.close()
+        primed.close()
     assert granted_any, "the histories grant leases"
     assert exhausted_any, "the histories pass the bound"
