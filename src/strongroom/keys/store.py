@@ -41,6 +41,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -251,7 +252,7 @@ class KeyStore:
         #: key id → (partition, offset, seals counted, exhausted) as committed, from reads of live keys: the
         #: lease records that follow those reads (a writer leases the keys it just looked up) find them here
         #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
-        self._lease_states: dict[bytes, tuple[int, int, int, int]] = {}
+        self._lease_states: OrderedDict[bytes, tuple[int, int, int, int]] = OrderedDict()
         self._db = self._open()
         self._closed = False
 
@@ -480,7 +481,7 @@ class KeyStore:
                     stored = StoredKey(*columns)
                     found[stored.subject].append(stored)
                     if len(states) >= _LEASE_STATES_MAX:
-                        del states[next(iter(states))]  # the oldest
+                        states.popitem(last=False)  # the oldest (a dict's first item costs a scan)
                     states[stored.key_id] = (stored.partition, stored.offset, sealed, stored.exhausted)
         return found
 

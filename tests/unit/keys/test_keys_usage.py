@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from strongroom.keys import records
+from strongroom.keys import store as store_module
 from strongroom.keys.errors import CorruptKeyRecord, KeysConfigError
 from strongroom.keys.records import (
     MAX_LEASE_ENTRIES,
@@ -156,6 +157,19 @@ def test_a_keys_seal_count_goes_with_the_key_and_outlives_a_repeated_key_record(
     apply(store, 8, SubjectKeyTombstone("s", K1), ErasureMarker("t", "r", "t", "test", 1))
     assert store.seal_usage() == {k3: (30, 1)}
     assert store._db.execute("SELECT count(*) FROM seal_counts").fetchone()[0] == 1  # no count of a gone key
+
+
+def test_the_lease_states_kept_from_reads_are_bounded_oldest_first(
+    store: KeyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    k3 = b"\x03" * 16
+    monkeypatch.setattr(store_module, "_LEASE_STATES_MAX", 2)
+    apply(store, 0, key("a", K1), key("b", K2), key("c", k3))
+    store.live_keys_many(["a", "b", "c"])
+    assert list(store._lease_states) == [K2, k3]
+    first, second = lease(K1, 60, 100), lease(k3, 60, 100)  # one read from SQLite, one from the kept state
+    assert apply(store, 3, first, second) == {first.lease_id: True, second.lease_id: True}
+    assert store.seal_usage() == {K1: (60, 0), K2: (0, 0), k3: (60, 0)}
 
 
 def test_subject_key_rows_and_records_are_stored_alike(store: KeyStore) -> None:
