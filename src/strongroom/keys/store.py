@@ -124,6 +124,8 @@ _TRIM_INTERVAL_S: Final = 1.0
 
 #: What :meth:`KeyStore.apply` takes: a record at its place, or a decoded subject-key row.
 ApplyItem = tuple[int, int, KeysRecord] | SubjectKeyRow
+#: What a lease decides on, per key: ``(partition, offset, seals counted, exhausted)``.
+LeaseState = tuple[int, int, int, int]
 
 
 def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKeyRow:
@@ -131,7 +133,7 @@ def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKey
             record.kek_ref)  # fmt: skip
 
 
-def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow], lease_states: dict[bytes, Any]) -> None:
+def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow], lease_states: dict[bytes, LeaseState]) -> None:
     """Insert subject keys; those of subjects with an erasure marker only if no later marker erased them
     (the marker check per row costs a third of the insert, and nearly no subject has a marker)."""
     rows.sort(key=itemgetter(0))  # stable: two records of one key id keep their order (the later wins)
@@ -252,7 +254,7 @@ class KeyStore:
         #: key id → (partition, offset, seals counted, exhausted) as committed, from reads of live keys: the
         #: lease records that follow those reads (a writer leases the keys it just looked up) find them here
         #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
-        self._lease_states: OrderedDict[bytes, tuple[int, int, int, int]] = OrderedDict()
+        self._lease_states: OrderedDict[bytes, LeaseState] = OrderedDict()
         self._db = self._open()
         self._closed = False
 
@@ -386,7 +388,7 @@ class KeyStore:
         offset: int,
         record: KeysRecord,
         effects: ApplyEffects,
-        lease_states: dict[bytes, Any],
+        lease_states: dict[bytes, LeaseState],
     ) -> None:
         if isinstance(record, SubjectKeyTombstone):
             db.execute("DELETE FROM subject_keys WHERE key_id = ?", (record.key_id,))
@@ -565,10 +567,7 @@ class KeyStore:
     def seal_usage(self) -> dict[bytes, tuple[int, int]]:
         """Each live key's seals leased so far and whether it is exhausted (1), as :class:`LeaseRun` left them."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT k.key_id, coalesce(c.sealed, 0), k.exhausted FROM subject_keys k "
-                "LEFT JOIN seal_counts c ON c.key_id = k.key_id"
-            ).fetchall()
+            rows = self._db.execute(f"SELECT k.key_id, {_COUNT}, k.exhausted FROM {_KEYS_COUNTED}").fetchall()  # noqa: S608
         return {bytes(key_id): (int(sealed), int(exhausted)) for key_id, sealed, exhausted in rows}
 
     def layout_partitions(self) -> int | None:
@@ -644,10 +643,10 @@ class LeaseRun:
     #: 22 MB at most).
     MAX_KEYS: Final = 100_000
 
-    def __init__(self, db: sqlite3.Connection, known: dict[bytes, tuple[int, int, int, int]] | None = None) -> None:
+    def __init__(self, db: sqlite3.Connection, known: dict[bytes, LeaseState]) -> None:
         self._db = db
         #: The store's committed lease states from reads (never added to here: this transaction may roll back).
-        self._known: dict[bytes, tuple[int, int, int, int]] = {} if known is None else known
+        self._known = known
         #: key id → [partition, offset, sealed, exhausted] of the keys read so far
         self._keys: dict[bytes, list[int]] = {}
         self._absent: set[bytes] = set()
@@ -719,13 +718,15 @@ class LeaseRun:
 #: Lease states kept from reads at most (about 200 bytes each, so 20 MB), the oldest forgotten first: a
 #: writer leases the keys of a request right after reading them.
 _LEASE_STATES_MAX: Final = 100_000
+#: The key rows with their seal counts (a key no lease has reached yet counts 0).
+_KEYS_COUNTED: Final = "subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id"
+_COUNT: Final = "coalesce(c.sealed, 0)"
 _LIVE_KEYS: Final = (
-    "SELECT k.key_id, k.subject, k.wk_id, k.wrapped, k.partition, k.offset, k.created, k.kek_ref, k.exhausted,"
-    " coalesce(c.sealed, 0) FROM subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id WHERE k.subject IN"
+    "SELECT k.key_id, k.subject, k.wk_id, k.wrapped, k.partition, k.offset, k.created, k.kek_ref, k.exhausted,"  # noqa: S608
+    f" {_COUNT} FROM {_KEYS_COUNTED} WHERE k.subject IN"
 )
 _LEASED_KEYS: Final = (
-    "SELECT k.key_id, k.partition, k.offset, coalesce(c.sealed, 0), k.exhausted"
-    " FROM subject_keys k LEFT JOIN seal_counts c ON c.key_id = k.key_id WHERE k.key_id IN"
+    f"SELECT k.key_id, k.partition, k.offset, {_COUNT}, k.exhausted FROM {_KEYS_COUNTED} WHERE k.key_id IN"  # noqa: S608
 )
 
 
