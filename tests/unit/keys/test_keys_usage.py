@@ -172,6 +172,26 @@ def test_the_lease_states_kept_from_reads_are_bounded_oldest_first(
     assert store.seal_usage() == {K1: (60, 0), K2: (0, 0), k3: (60, 0)}
 
 
+def test_a_transaction_that_fails_after_a_lease_leaves_no_count_behind(
+    store: KeyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apply(store, 0, key("s", K1))
+    store.live_keys_many(["s"])  # K1's state kept
+
+    def crash(*args: object) -> None:
+        raise OSError("disk gone mid-transaction")
+
+    monkeypatch.setattr(KeyStore, "_apply_one", staticmethod(crash))
+    first = lease(K1, 60, 100)
+    with pytest.raises(OSError, match="disk gone"):
+        apply(store, 1, first, SubjectKeyTombstone("s", K2))  # the lease is written back, then the crash
+    monkeypatch.undo()
+    assert store.seal_usage() == {K1: (0, 0)}
+    again = lease(K1, 60, 100)
+    assert apply(store, 1, again) == {again.lease_id: True}  # 60 of 100, not 120: nothing of the crash counts
+    assert store.seal_usage() == {K1: (60, 0)}
+
+
 def test_subject_key_rows_and_records_are_stored_alike(store: KeyStore) -> None:
     record = key("s", K1)
     key_bytes, value = records.encode(record)
