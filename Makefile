@@ -20,12 +20,16 @@ JAVA_SOURCE_LIST := build/dataplane-sources.txt
 $(shell mkdir -p build && printf '%s\n' $(JAVA_SOURCES) > $(JAVA_SOURCE_LIST).new && \
   { cmp -s $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST) && rm -f $(JAVA_SOURCE_LIST).new || mv $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST); })
 JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
+# The consumer's native opener (src/strongroom/clients/_gcm.c, issue 18): C against the virtualenv's Python
+# headers and the system's OpenSSL 3 (libssl-dev), every warning an error.
+NATIVE_OPENER := src/strongroom/clients/_gcm.so
+NATIVE_CFLAGS := -O2 -fPIC -shared -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -fvisibility=hidden
 
 .PHONY: all install dataplane system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
 
 all: install
 
-install: $(DEPS_STAMP) $(KAFKA_STAMP) $(SPARK_STAMP) $(DATAPLANE_JAR)
+install: $(DEPS_STAMP) $(NATIVE_OPENER) $(KAFKA_STAMP) $(SPARK_STAMP) $(DATAPLANE_JAR)
 
 # Python dependencies (PySpark, confluent-kafka, cryptography, hvac, boto3, moto, OpenBao's CLI, test tools).
 $(DEPS_STAMP): pyproject.toml
@@ -35,6 +39,12 @@ $(DEPS_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
+
+# The native opener: rebuilt when its source changes. Needs a C compiler and OpenSSL's headers (libssl-dev).
+$(NATIVE_OPENER): src/strongroom/clients/_gcm.c | $(DEPS_STAMP)
+	@command -v cc >/dev/null && [ -f /usr/include/openssl/evp.h ] || { echo "error: a C compiler and OpenSSL's headers are needed (apt-get install gcc libssl-dev)"; exit 1; }
+	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
+	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< -lcrypto && mv $@.tmp $@
 
 # Apache Kafka broker + tools jars from Maven Central (cached under $(STRONGROOM_CACHE)).
 $(KAFKA_STAMP): src/strongroom/resources/kafka-pom.xml | $(DEPS_STAMP)
@@ -70,7 +80,7 @@ demo: install
 test: install system-deps check
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-unit: $(DEPS_STAMP)
+test-unit: $(DEPS_STAMP) $(NATIVE_OPENER)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 test-integration: install

@@ -37,8 +37,18 @@ from strongroom.errors import StrongroomError
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
 
+try:  # the native opener, built by `make` from _gcm.c (issue 18); without it the Python loop opens every record
+    from strongroom.clients._gcm import Gcm, configure, open_run
+except ImportError:  # pragma: no cover - an install without the project's build
+    Gcm = AESGCM  # type: ignore[misc,assignment]
+    configure = open_run = None  # type: ignore[assignment]
+
+#: Whether the native opener is here (the project's build makes it; a test insists).
+NATIVE: Final = open_run is not None
+
 #: Subject keys kept ready to decrypt with; a consumer of a busy topic meets tens of thousands. A ready
-#: ``AESGCM`` holds its OpenSSL context: ≈ 2.4 KB each, ≈ 240 MB when full.
+#: cipher holds its OpenSSL context: ≈ 1.2 KB for the native opener's ``Gcm`` (≈ 120 MB when full),
+#: ≈ 2.4 KB for a used ``AESGCM``.
 DEFAULT_CAPACITY: Final = 100_000
 #: Openers kept per key table, all topics together (:meth:`OpenTarget.opener`; ≈ 300 bytes each, no secret).
 MAX_OPENERS: Final = 200_000
@@ -51,6 +61,15 @@ _MIN_SIZE: Final = _NONCE_END + 16
 _EMPTY_PATH: Final = b"\x00\x00"
 _pack_u16: Final = struct.Struct(">H").pack
 _pack_u32: Final = struct.Struct(">I").pack
+
+#: A key ready to decrypt with: the native opener's (OpenSSL's EVP, built by ``make``) or ``cryptography``'s.
+Cipher = Gcm | AESGCM
+
+
+def ready_cipher(dek: bytes) -> Cipher:
+    """The cipher :class:`KeyCiphers` keeps for ``dek``: a :class:`~strongroom.clients._gcm.Gcm`, which the
+    native opener can use, when it is built; else ``cryptography``'s (shared through :data:`CIPHERS`)."""
+    return Gcm(dek) if NATIVE else CIPHERS.get(dek)
 
 
 class KeySource(Protocol):
@@ -73,7 +92,8 @@ class KeyCiphers:
     def __init__(self, table: KeySource, capacity: int = DEFAULT_CAPACITY) -> None:
         self.table = table
         self.capacity = max(1, capacity)
-        self._entries: OrderedDict[bytes, AESGCM] = OrderedDict()
+        #: key id → ready cipher, least recently used first (the native opener reads it too).
+        self.entries: OrderedDict[bytes, Cipher] = OrderedDict()
         self._lock = threading.Lock()
         self._notices = 0
         #: (envelope header, record key, bound topic) → :data:`Opener`, for every consumer of the table: a
@@ -92,15 +112,15 @@ class KeyCiphers:
             return ciphers
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def on_erasure(self, notice: ErasureNotice) -> None:
         with self._lock:
             self._notices += 1
-            self._entries.clear()
+            self.entries.clear()
 
-    def get(self, key_id: bytes) -> AESGCM | None:
-        entries = self._entries
+    def get(self, key_id: bytes) -> Cipher | None:
+        entries = self.entries
         cipher = entries.get(key_id)
         if cipher is not None:
             try:
@@ -109,7 +129,7 @@ class KeyCiphers:
                 return None
         return cipher
 
-    def load(self, key_id: bytes, subject: str) -> AESGCM | None:
+    def load(self, key_id: bytes, subject: str) -> Cipher | None:
         """The cipher of ``key_id`` from the table; None when the table does not simply have it
         (pending, erased, lost, KMS down: the per-record path says which)."""
         notices = self._notices
@@ -119,17 +139,17 @@ class KeyCiphers:
             return None
         if dek is None:
             return None
-        cipher = CIPHERS.get(dek)
+        cipher = ready_cipher(dek)
         with self._lock:
             if notices == self._notices:  # no erasure since the lookup: safe to keep
-                self._entries[key_id] = cipher
-                if len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+                self.entries[key_id] = cipher
+                if len(self.entries) > self.capacity:
+                    self.entries.popitem(last=False)
         return cipher
 
     def warm(self, key_ids: Sequence[bytes]) -> None:
         """Load the table's cache for the keys of a batch that are not here, in few store queries."""
-        missing = [k for k in dict.fromkeys(key_ids) if k not in self._entries]
+        missing = [k for k in dict.fromkeys(key_ids) if k not in self.entries]
         if missing:
             with contextlib.suppress(StrongroomError):  # each record's own lookup reports it
                 self.table.warm(missing)
@@ -210,10 +230,21 @@ def open_simple(
     """Open ``msgs`` in order while they are simple; the index of the first that is not (``len(msgs)``
     when all were). Opened messages go to ``out``; ``finished`` gets each partition's last opened offset."""
     warmed = False
+    native_run = open_run
     append = out.append
     new_message = fast_message
     last_topic, target, bound = None, None, ""
-    for index, msg in enumerate(msgs):
+    index, count = 0, len(msgs)
+    while index < count:
+        if native_run is not None and target is not None and target.fields_codec is None and index:
+            # The records that follow, while simple and already prepared, in C; it stops at the first it
+            # cannot open that way, which this loop then judges as before.
+            index = native_run(
+                msgs, index, last_topic, target.marker, bound, target.openers, ciphers.entries, out, finished
+            )
+            if index >= count:
+                break
+        msg = msgs[index]
         if msg.error() is not None:
             return index
         topic = msg.topic()
@@ -229,6 +260,7 @@ def open_simple(
                 return index
             append(new_message(msg, *opened))
             finished[(topic, msg.partition())] = msg.offset()
+            index += 1
             continue
         if (
             target is None
@@ -261,7 +293,8 @@ def open_simple(
             return index  # the per-record path names what is wrong with it
         append(new_message(msg, plain, rest, subject))
         finished[(topic, msg.partition())] = msg.offset()
-    return len(msgs)
+        index += 1
+    return count
 
 
 def _open_fields(
@@ -291,6 +324,12 @@ assert _FIELDS == _ORDER, "fast_message sets the fields in this order"
 _SETTERS: Final = tuple(DecryptedMessage.__dict__[name].__set__ for name in _FIELDS)
 _new: Final = object.__new__
 _DECRYPTED: Final = MessageStatus.DECRYPTED
+if configure is not None:
+    from strongroom.clients import _gcm
+
+    assert (_gcm.HEADER_END, _gcm.MIN_SIZE) == (_HEADER_END, _MIN_SIZE), "_gcm.c reads another envelope layout"
+    configure(DecryptedMessage, tuple(DecryptedMessage.__dict__[name] for name in _FIELDS), _DECRYPTED,
+              RECORD_HEADER_NAME)  # fmt: skip
 
 
 def fast_message(msg: Any, value: bytes, headers: list[Header], subject: str) -> DecryptedMessage:

@@ -1,24 +1,34 @@
 """The producer's and consumer's batch paths write and read exactly what the per-record paths do.
 
 Real envelopes and real confluent-kafka ``Message`` objects; the key source is an in-memory stand-in
-for the key table's lookup contract (as in test_client_sealing.py).
+for the key table's lookup contract (as in test_client_sealing.py). The consumer's native opener
+(``clients/_gcm.c``, built by ``make``) is held to the Python path's answers: its AES-256-GCM against
+``cryptography``'s (frozen vectors, random inputs tampered or not), and ``open_simple`` with the native
+loop against ``open_simple`` without it over random batches of every record shape.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Message
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from strongroom.clients import batch_open
 from strongroom.clients.batch_open import KeyCiphers, fast_message, open_simple, open_target
 from strongroom.clients.batch_seal import ENVELOPE_OVERHEAD, SealItem, SubjectSealers
 from strongroom.clients.records import DecryptedMessage, MessageStatus
 from strongroom.clients.sealing import Opened, RuleCodec
 from strongroom.crypto.nonces import fixed_nonces_for_vectors
-from strongroom.envelope import AadProfile, RecordContext, SubjectErased, SubjectKeyRef, decrypt_value, seal
+from strongroom.envelope import AadProfile, RecordContext, SubjectErased, SubjectKeyRef, decrypt_value, parse, seal
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.table import SubjectKey
 from strongroom.rules import TopicRule
@@ -296,3 +306,125 @@ def test_open_simple_opens_field_mode_records_as_the_codec_does_and_leaves_erase
     assert out[0].value == b'{"id":1,"email":"ann@example.com","total":1e+16,"note":"\xc3\xa9"}'
     assert out[0].headers == [("trace", b"t1")]
     assert finished == {("orders.enc", 0): 0}
+
+
+# ------------------------------------------------------------------------------------------ the native opener
+NATIVE_VECTORS = sorted((Path(__file__).parents[2] / "compat" / "vectors").glob("whole-value-*.json"))
+
+
+def test_the_project_build_makes_the_native_opener() -> None:
+    assert batch_open.NATIVE, "strongroom/clients/_gcm.so is missing: `make` builds it (needs gcc and libssl-dev)"
+    assert isinstance(batch_open.ready_cipher(os.urandom(32)), batch_open.Gcm)
+
+
+# ------------------------------------------------------------------------------------------ the cipher
+@pytest.mark.parametrize("path", NATIVE_VECTORS, ids=[p.stem for p in NATIVE_VECTORS])
+def test_gcm_opens_every_frozen_whole_value_vector(path: Path) -> None:
+    vector: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    parsed = parse(bytes.fromhex(vector["envelope_hex"]))
+    dek, aad = bytes.fromhex(vector["dek_hex"]), bytes.fromhex(vector["aad_hex"])
+    plain = batch_open.Gcm(dek).decrypt(parsed.nonce, parsed.ciphertext, aad)
+    assert plain == bytes.fromhex(vector["plaintext_hex"])
+    with pytest.raises(InvalidTag):
+        batch_open.Gcm(dek).decrypt(parsed.nonce, parsed.ciphertext, aad + b"\x00")
+
+
+def _answer(cipher: Any, nonce: bytes, data: bytes, aad: bytes | None) -> bytes | str:
+    try:
+        return bytes(cipher.decrypt(nonce, data, aad))
+    except InvalidTag:
+        return "InvalidTag"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.binary(min_size=32, max_size=32),
+    nonce=st.binary(min_size=12, max_size=12),
+    plain=st.binary(max_size=2100),
+    aad=st.none() | st.binary(max_size=300),
+    tamper=st.sampled_from(["none", "data", "tag", "nonce", "aad", "truncate", "short"]),
+    flip=st.integers(min_value=0, max_value=7),
+)
+def test_gcm_answers_as_cryptography_does(
+    key: bytes, nonce: bytes, plain: bytes, aad: bytes | None, tamper: str, flip: int
+) -> None:
+    sealed = AESGCM(key).encrypt(nonce, plain, aad)
+    data, seen_nonce, seen_aad = bytearray(sealed), nonce, aad
+    if tamper == "data" and plain:
+        data[len(plain) // 2] ^= 1 << flip
+    elif tamper == "tag":
+        data[-1 - flip] ^= 1
+    elif tamper == "nonce":
+        seen_nonce = bytes([nonce[0] ^ (1 << flip)]) + nonce[1:]
+    elif tamper == "aad":
+        seen_aad = (aad or b"") + b"x"
+    elif tamper == "truncate":
+        data = data[:-1]
+    elif tamper == "short":
+        data = data[: flip + 8]
+    ours, theirs = batch_open.Gcm(key), AESGCM(key)
+    expected = _answer(theirs, seen_nonce, bytes(data), seen_aad)
+    assert _answer(ours, seen_nonce, bytes(data), seen_aad) == expected
+    assert _answer(ours, seen_nonce, memoryview(bytes(data)), seen_aad) == expected  # type: ignore[arg-type]
+    if tamper == "none":
+        assert expected == plain
+
+
+def test_gcm_refuses_a_wrong_key_or_nonce_size_and_shows_no_key() -> None:
+    key = os.urandom(32)
+    for size in (0, 16, 24, 31, 33):
+        with pytest.raises(ValueError, match="32 bytes"):
+            batch_open.Gcm(os.urandom(size))
+    with pytest.raises(ValueError, match="12 bytes"):
+        batch_open.Gcm(key).decrypt(os.urandom(16), b"\x00" * 32, None)
+    cipher = batch_open.Gcm(key)
+    assert key.hex() not in repr(cipher)
+    assert not hasattr(cipher, "__dict__")
+
+
+# ------------------------------------------------------------------------------------------ the loop
+SHAPES = [*variants(RuleCodec(RULE), subject_key("c-1")), "good", "good other subject", "good without a timestamp",
+          "pending key", "erased key"]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(shapes=st.lists(st.sampled_from(SHAPES), min_size=1, max_size=12), warm=st.booleans())
+def test_open_simple_gives_the_same_answer_with_and_without_the_native_loop(shapes: list[str], warm: bool) -> None:
+    codec = RuleCodec(RULE)
+    one, two, later, gone = (subject_key(s) for s in ("c-1", "c-2", "c-3", "c-4"))
+    odd = variants(codec, one)
+    batch: list[Message] = []
+    for offset, shape in enumerate(shapes):
+        if shape.startswith("good"):
+            msg = sealed_message(codec, two if "other" in shape else one, offset, f'{{"n": {offset}}}'.encode())
+            if "timestamp" in shape:
+                msg = Message(topic=msg.topic(), partition=1, offset=offset, key=msg.key(), value=msg.value(),
+                              headers=msg.headers(), timestamp=(0, -1))  # fmt: skip
+            batch.append(msg)
+        elif shape == "pending key":
+            batch.append(sealed_message(codec, later, offset))
+        elif shape == "erased key":
+            batch.append(sealed_message(codec, gone, offset))
+        else:
+            msg = odd[shape]
+            batch.append(Message(topic=msg.topic(), partition=0, offset=offset, key=msg.key(), value=msg.value(),
+                                 headers=msg.headers(), timestamp=(1, 7), leader_epoch=offset))  # fmt: skip
+
+    def run(native: bool) -> tuple[int, list[DecryptedMessage], dict[tuple[str, int], int], list[bytes]]:
+        keys = Keys({one.key_id: one.key, two.key_id: two.key, gone.key_id: gone.key})
+        keys.erased.add(gone.key_id)
+        ciphers = KeyCiphers(keys)
+        target = open_target(codec.marker, "orders.enc", None, ciphers.openers)
+        if warm:  # the ciphers and openers already built by an earlier batch
+            open_simple([sealed_message(codec, k, 99) for k in (one, two)], lambda _: target, ciphers, [], {})
+        saved = batch_open.open_run
+        batch_open.open_run = saved if native else None  # type: ignore[assignment]
+        try:
+            out: list[DecryptedMessage] = []
+            finished: dict[tuple[str, int], int] = {}
+            stop = open_simple(batch, lambda t: target if t == "orders.enc" else None, ciphers, out, finished)
+        finally:
+            batch_open.open_run = saved  # type: ignore[assignment]
+        return stop, out, finished, list(ciphers.entries)
+
+    assert run(native=True) == run(native=False)

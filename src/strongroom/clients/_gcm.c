@@ -1,0 +1,398 @@
+/*
+ * strongroom.clients._gcm: the consumer's native opener (issue 18).
+ *
+ * Two things, both built by `make` from this file against the system's OpenSSL (libcrypto 3) and the
+ * virtualenv's Python headers; nothing here is a cipher of its own:
+ *
+ *   Gcm(key)            an AES-256-GCM key ready to decrypt with OpenSSL's EVP interface
+ *                       (EVP_aes_256_gcm), the same primitive `cryptography`'s AESGCM wraps. Its
+ *                       decrypt(nonce, data, aad) answers exactly as AESGCM.decrypt does: the plaintext,
+ *                       or cryptography.exceptions.InvalidTag. The expanded key lives in the EVP context
+ *                       only; EVP_CIPHER_CTX_free cleanses it when the object goes.
+ *
+ *   open_run(...)       the loop of batch_open.open_simple for whole-value records, record by record in
+ *                       the same order with the same checks, stopping (returning the record's index) at
+ *                       the first record it cannot open from what is already prepared: another topic, a
+ *                       record of any other shape, an opener or a cipher not built yet, a tag that does
+ *                       not verify. batch_open then takes that record through its Python path, which
+ *                       judges it exactly as before. So this file decides nothing the Python path does
+ *                       not; it only skips the interpreter for records that path would open.
+ *
+ * The GIL is held throughout (no Python code runs meanwhile, so a Gcm is never used by two threads).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <openssl/evp.h>
+
+#define KEY_SIZE 32
+#define NONCE_SIZE 12
+#define TAG_SIZE 16
+/* magic, version, algorithm, key-reference kind (4) | key id (16) | AAD profile (1) | nonce | ... | tag */
+#define KEY_ID_END 20
+#define HEADER_END 21
+#define NONCE_END (HEADER_END + NONCE_SIZE)
+#define MIN_SIZE (NONCE_END + TAG_SIZE)
+#define N_FIELDS 12
+
+/* ---- Gcm ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    EVP_CIPHER_CTX *ctx;
+} GcmObject;
+
+static PyObject *invalid_tag; /* cryptography.exceptions.InvalidTag */
+
+static void gcm_dealloc(GcmObject *self) {
+    EVP_CIPHER_CTX_free(self->ctx); /* cleanses the key schedule */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *gcm_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"key", NULL};
+    Py_buffer key;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*:Gcm", names, &key)) return NULL;
+    if (key.len != KEY_SIZE) {
+        PyBuffer_Release(&key);
+        PyErr_SetString(PyExc_ValueError, "an AES-256-GCM key is 32 bytes");
+        return NULL;
+    }
+    GcmObject *self = (GcmObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        PyBuffer_Release(&key);
+        return NULL;
+    }
+    self->ctx = EVP_CIPHER_CTX_new();
+    int ok = self->ctx != NULL && EVP_DecryptInit_ex(self->ctx, EVP_aes_256_gcm(), NULL, key.buf, NULL) == 1;
+    PyBuffer_Release(&key);
+    if (!ok) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not set up AES-256-GCM");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+/* The plaintext of ciphertext ‖ tag under nonce and aad: a new bytes object, or NULL with InvalidTag set. */
+static PyObject *gcm_open(GcmObject *self, const unsigned char *nonce, const unsigned char *data, Py_ssize_t len,
+                          const unsigned char *aad, Py_ssize_t aad_len) {
+    if (len < TAG_SIZE || len - TAG_SIZE > INT_MAX || aad_len > INT_MAX) {
+        PyErr_SetNone(invalid_tag);
+        return NULL;
+    }
+    int text_len = (int)(len - TAG_SIZE), out_len = 0;
+    PyObject *plain = PyBytes_FromStringAndSize(NULL, text_len);
+    if (plain == NULL) return NULL;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(plain);
+    EVP_CIPHER_CTX *ctx = self->ctx;
+    int ok = EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
+             (aad_len == 0 || EVP_DecryptUpdate(ctx, NULL, &out_len, aad, (int)aad_len) == 1) &&
+             EVP_DecryptUpdate(ctx, out, &out_len, data, text_len) == 1 &&
+             EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_SIZE, (void *)(data + text_len)) == 1 &&
+             EVP_DecryptFinal_ex(ctx, out + out_len, &out_len) == 1;
+    if (!ok) {
+        Py_DECREF(plain); /* unauthenticated bytes never leave */
+        PyErr_SetNone(invalid_tag);
+        return NULL;
+    }
+    return plain;
+}
+
+static PyObject *gcm_decrypt(GcmObject *self, PyObject *args) {
+    Py_buffer nonce, data, aad = {0};
+    PyObject *aad_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*O:decrypt", &nonce, &data, &aad_obj)) return NULL;
+    PyObject *plain = NULL;
+    if (aad_obj != Py_None && PyObject_GetBuffer(aad_obj, &aad, PyBUF_SIMPLE) < 0) goto done;
+    if (nonce.len != NONCE_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "the nonce is 12 bytes");
+    } else {
+        plain = gcm_open(self, nonce.buf, data.buf, data.len, aad.buf, aad_obj == Py_None ? 0 : aad.len);
+    }
+    if (aad_obj != Py_None) PyBuffer_Release(&aad);
+done:
+    PyBuffer_Release(&nonce);
+    PyBuffer_Release(&data);
+    return plain;
+}
+
+static PyMethodDef gcm_methods[] = {
+    {"decrypt", (PyCFunction)gcm_decrypt, METH_VARARGS,
+     "decrypt(nonce, data, aad) -> bytes: AESGCM.decrypt's contract (InvalidTag when it does not verify)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GcmType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strongroom.clients._gcm.Gcm",
+    .tp_basicsize = sizeof(GcmObject),
+    .tp_dealloc = (destructor)gcm_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An AES-256-GCM key ready to decrypt (OpenSSL EVP). Never printed: it has no repr of its key.",
+    .tp_methods = gcm_methods,
+    .tp_new = gcm_new,
+};
+
+/* ---- open_run -------------------------------------------------------------------------------------- */
+
+/* Set once by configure(): how a DecryptedMessage is built (its type, its slots' setters in field order, the
+ * DECRYPTED status) and the name of the marker header, which may appear only first. */
+static PyTypeObject *message_type;
+static PyObject *setters[N_FIELDS];
+static PyObject *decrypted_status;
+static PyObject *marker_name;
+
+static PyObject *s_error, *s_topic, *s_headers, *s_value, *s_key, *s_partition, *s_offset, *s_timestamp,
+    *s_leader_epoch, *s_move_to_end;
+
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *type, *fields, *status, *name;
+    if (!PyArg_ParseTuple(args, "O!O!OU:configure", &PyType_Type, &type, &PyTuple_Type, &fields, &status, &name))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != N_FIELDS) {
+        PyErr_SetString(PyExc_ValueError, "configure: 12 slot setters expected");
+        return NULL;
+    }
+    for (int i = 0; i < N_FIELDS; i++) {
+        PyObject *setter = PyTuple_GET_ITEM(fields, i);
+        if (Py_TYPE(setter)->tp_descr_set == NULL) {
+            PyErr_SetString(PyExc_TypeError, "configure: a setter is not a data descriptor");
+            return NULL;
+        }
+        Py_INCREF(setter);
+        Py_XSETREF(setters[i], setter);
+    }
+    Py_INCREF(type);
+    Py_XSETREF(message_type, (PyTypeObject *)type);
+    Py_INCREF(status);
+    Py_XSETREF(decrypted_status, status);
+    Py_INCREF(name);
+    Py_XSETREF(marker_name, name);
+    Py_RETURN_NONE;
+}
+
+static inline PyObject *call0(PyObject *obj, PyObject *name) {
+    PyObject *self = obj;
+    return PyObject_VectorcallMethod(name, &self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* A DecryptedMessage of msg with this plaintext, headers and subject: what batch_open.fast_message builds. */
+static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *key, PyObject *plain, PyObject *rest,
+                             PyObject *subject) {
+    PyObject *values[N_FIELDS] = {0};
+    PyObject *message = NULL, *stamp = NULL;
+    values[0] = topic;
+    Py_INCREF(topic);
+    if ((values[1] = call0(msg, s_partition)) == NULL) goto done;
+    if ((values[2] = call0(msg, s_offset)) == NULL) goto done;
+    values[3] = key;
+    Py_INCREF(key);
+    values[4] = plain;
+    Py_INCREF(plain);
+    values[5] = rest;
+    Py_INCREF(rest);
+    if ((stamp = call0(msg, s_timestamp)) == NULL) goto done;
+    if (!PyTuple_Check(stamp) || PyTuple_GET_SIZE(stamp) != 2) {
+        PyErr_SetString(PyExc_TypeError, "Message.timestamp() is not a (type, timestamp) pair");
+        goto done;
+    }
+    PyObject *ts_type = PyTuple_GET_ITEM(stamp, 0);
+    int none_type = PyLong_Check(ts_type) && PyLong_AsLong(ts_type) == 0;
+    values[6] = none_type ? Py_None : PyTuple_GET_ITEM(stamp, 1);
+    Py_INCREF(values[6]);
+    values[7] = ts_type;
+    Py_INCREF(ts_type);
+    if ((values[8] = call0(msg, s_leader_epoch)) == NULL) goto done;
+    values[9] = decrypted_status;
+    Py_INCREF(decrypted_status);
+    values[10] = subject;
+    Py_INCREF(subject);
+    values[11] = Py_False;
+    Py_INCREF(Py_False);
+    message = message_type->tp_alloc(message_type, 0);
+    if (message == NULL) goto done;
+    for (int i = 0; i < N_FIELDS; i++) {
+        if (Py_TYPE(setters[i])->tp_descr_set(setters[i], message, values[i]) < 0) {
+            Py_CLEAR(message);
+            break;
+        }
+    }
+done:
+    for (int i = 0; i < N_FIELDS; i++) Py_XDECREF(values[i]);
+    Py_XDECREF(stamp);
+    return message;
+}
+
+/* One record: 1 opened (appended to out, its offset noted in finished), 0 not simple here, -1 error. */
+static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *bound, PyObject *openers,
+                    PyObject *entries, PyObject *out, PyObject *finished) {
+    PyObject *obj = NULL, *headers = NULL, *value = NULL, *key = NULL, *rest = NULL, *head = NULL,
+             *lookup = NULL, *plain = NULL, *message = NULL, *partition_key = NULL, *offset = NULL;
+    int result = -1;
+
+    if ((obj = call0(msg, s_error)) == NULL) goto done;
+    if (obj != Py_None) goto not_simple;
+    Py_DECREF(obj);
+    if ((obj = call0(msg, s_topic)) == NULL) goto done;
+    if (obj != topic) {
+        int same = PyObject_RichCompareBool(obj, topic, Py_EQ);
+        if (same < 0) goto done;
+        if (!same) goto not_simple;
+    }
+    Py_CLEAR(obj);
+    if ((headers = call0(msg, s_headers)) == NULL) goto done;
+    if (!PyList_Check(headers) || PyList_GET_SIZE(headers) == 0) goto not_simple;
+    int first = PyObject_RichCompareBool(PyList_GET_ITEM(headers, 0), marker, Py_EQ);
+    if (first < 0) goto done;
+    if (!first) goto not_simple;
+    if ((value = call0(msg, s_value)) == NULL) goto done;
+    if (!PyBytes_CheckExact(value) || PyBytes_GET_SIZE(value) < MIN_SIZE) goto not_simple;
+    if ((key = call0(msg, s_key)) == NULL) goto done;
+    if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0) goto not_simple;
+    if ((rest = PyList_GetSlice(headers, 1, PyList_GET_SIZE(headers))) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rest); i++) {
+        PyObject *pair = PyList_GET_ITEM(rest, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) < 1) goto not_simple;
+        int named = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), marker_name, Py_EQ);
+        if (named < 0) goto done;
+        if (named) goto not_simple;
+    }
+
+    const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(value);
+    if ((head = PyBytes_FromStringAndSize((const char *)bytes, HEADER_END)) == NULL) goto done;
+    if ((lookup = PyTuple_Pack(3, head, key, bound)) == NULL) goto done;
+    PyObject *opener = PyDict_GetItemWithError(openers, lookup); /* borrowed */
+    if (opener == NULL) {
+        if (PyErr_Occurred()) goto done;
+        goto not_simple;
+    }
+    if (!PyTuple_Check(opener) || PyTuple_GET_SIZE(opener) != 3) goto not_simple;
+    PyObject *key_id = PyTuple_GET_ITEM(opener, 0), *aad = PyTuple_GET_ITEM(opener, 1),
+             *subject = PyTuple_GET_ITEM(opener, 2);
+    if (!PyBytes_Check(aad)) goto not_simple;
+    Py_INCREF(opener); /* kept while the dicts may change under a callback below */
+    PyObject *cipher = PyDict_GetItemWithError(entries, key_id);
+    if (cipher == NULL || Py_TYPE(cipher) != &GcmType) {
+        Py_DECREF(opener);
+        if (PyErr_Occurred()) goto done;
+        goto not_simple;
+    }
+    Py_INCREF(cipher);
+    PyObject *moved = PyObject_CallMethodOneArg(entries, s_move_to_end, key_id); /* least recently used out first */
+    if (moved == NULL) {
+        Py_DECREF(cipher);
+        Py_DECREF(opener);
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+        PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
+        goto not_simple;
+    }
+    Py_DECREF(moved);
+    plain = gcm_open((GcmObject *)cipher, bytes + HEADER_END, bytes + NONCE_END,
+                     PyBytes_GET_SIZE(value) - NONCE_END, (const unsigned char *)PyBytes_AS_STRING(aad),
+                     PyBytes_GET_SIZE(aad));
+    Py_DECREF(cipher);
+    if (plain == NULL) {
+        Py_DECREF(opener);
+        if (!PyErr_ExceptionMatches(invalid_tag)) goto done;
+        PyErr_Clear(); /* the per-record path names what is wrong with it */
+        goto not_simple;
+    }
+    message = new_message(msg, topic, key, plain, rest, subject);
+    Py_DECREF(opener);
+    if (message == NULL || PyList_Append(out, message) < 0) goto done;
+    if ((obj = call0(msg, s_partition)) == NULL) goto done;
+    if ((partition_key = PyTuple_Pack(2, topic, obj)) == NULL) goto done;
+    if ((offset = call0(msg, s_offset)) == NULL) goto done;
+    if (PyDict_SetItem(finished, partition_key, offset) < 0) goto done;
+    result = 1;
+    goto done;
+not_simple:
+    result = 0;
+done:
+    Py_XDECREF(obj);
+    Py_XDECREF(headers);
+    Py_XDECREF(value);
+    Py_XDECREF(key);
+    Py_XDECREF(rest);
+    Py_XDECREF(head);
+    Py_XDECREF(lookup);
+    Py_XDECREF(plain);
+    Py_XDECREF(message);
+    Py_XDECREF(partition_key);
+    Py_XDECREF(offset);
+    return result;
+}
+
+static PyObject *open_run(PyObject *module, PyObject *args) {
+    PyObject *msgs, *topic, *marker, *bound, *openers, *entries, *out, *finished;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "OnUO!UO!O!O!O!:open_run", &msgs, &start, &topic, &PyTuple_Type, &marker, &bound,
+                          &PyDict_Type, &openers, &PyDict_Type, &entries, &PyList_Type, &out, &PyDict_Type,
+                          &finished))
+        return NULL;
+    if (message_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "open_run before configure");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(msgs, "open_run: msgs is not a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), index = start < 0 ? 0 : start;
+    for (; index < n; index++) {
+        int opened = open_one(PySequence_Fast_GET_ITEM(seq, index), topic, marker, bound, openers, entries, out,
+                              finished);
+        if (opened < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (opened == 0) break;
+    }
+    Py_DECREF(seq);
+    return PyLong_FromSsize_t(index);
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(message_type, slot_setters, decrypted_status, marker_name): how open_run builds its messages."},
+    {"open_run", open_run, METH_VARARGS,
+     "open_run(msgs, start, topic, marker, bound_topic, openers, ciphers, out, finished) -> index of the first "
+     "record it did not open (len(msgs) when it opened all)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "strongroom.clients._gcm",
+    "The consumer's native opener: AES-256-GCM through OpenSSL's EVP and batch_open's loop for simple records.",
+    -1, module_methods,
+};
+
+static int intern(PyObject **slot, const char *name) {
+    *slot = PyUnicode_InternFromString(name);
+    return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__gcm(void) {
+    if (PyType_Ready(&GcmType) < 0) return NULL;
+    if (intern(&s_error, "error") || intern(&s_topic, "topic") || intern(&s_headers, "headers") ||
+        intern(&s_value, "value") || intern(&s_key, "key") || intern(&s_partition, "partition") ||
+        intern(&s_offset, "offset") || intern(&s_timestamp, "timestamp") || intern(&s_leader_epoch, "leader_epoch") ||
+        intern(&s_move_to_end, "move_to_end"))
+        return NULL;
+    PyObject *exceptions = PyImport_ImportModule("cryptography.exceptions");
+    if (exceptions == NULL) return NULL;
+    invalid_tag = PyObject_GetAttrString(exceptions, "InvalidTag");
+    Py_DECREF(exceptions);
+    if (invalid_tag == NULL) return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) return NULL;
+    if (PyModule_AddIntConstant(module, "HEADER_END", HEADER_END) < 0 ||
+        PyModule_AddIntConstant(module, "MIN_SIZE", MIN_SIZE) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    Py_INCREF(&GcmType);
+    if (PyModule_AddObject(module, "Gcm", (PyObject *)&GcmType) < 0) {
+        Py_DECREF(&GcmType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

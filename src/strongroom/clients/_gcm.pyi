@@ -1,0 +1,20 @@
+"""Types of the native opener (``_gcm.c``, built by ``make``)."""
+
+from typing import Any
+
+from strongroom.clients.records import DecryptedMessage
+
+HEADER_END: int
+MIN_SIZE: int
+
+class Gcm:
+    """An AES-256-GCM key ready to decrypt (OpenSSL's EVP)."""
+
+    def __init__(self, key: bytes) -> None: ...
+    def decrypt(self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None) -> bytes: ...
+
+def configure(message_type: type[DecryptedMessage], slot_setters: tuple[Any, ...], decrypted_status: Any,
+              marker_name: str) -> None: ...  # fmt: skip
+def open_run(msgs: Any, start: int, topic: str | None, marker: tuple[str, bytes | None], bound_topic: str,
+             openers: dict[tuple[bytes, bytes, str], tuple[bytes, bytes, str]], ciphers: dict[bytes, Any],
+             out: list[DecryptedMessage], finished: dict[tuple[str, int], int]) -> int: ...  # fmt: skip
