@@ -99,7 +99,7 @@ bench: install
 	@for b in bench/*_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info spark-warehouse metastore_db
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info spark-warehouse metastore_db $(NATIVE_OPENER)
 
 distclean: clean
 	rm -rf $(VENV)
