@@ -175,50 +175,37 @@ static inline PyObject *call0(PyObject *obj, PyObject *name) {
     return PyObject_VectorcallMethod(name, &self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* A DecryptedMessage of msg with this plaintext, headers and subject: what batch_open.fast_message builds. */
-static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *key, PyObject *plain, PyObject *rest,
-                             PyObject *subject) {
-    PyObject *values[N_FIELDS] = {0};
-    PyObject *message = NULL, *stamp = NULL;
-    values[0] = topic;
-    Py_INCREF(topic);
-    if ((values[1] = call0(msg, s_partition)) == NULL) goto done;
-    if ((values[2] = call0(msg, s_offset)) == NULL) goto done;
-    values[3] = key;
-    Py_INCREF(key);
-    values[4] = plain;
-    Py_INCREF(plain);
-    values[5] = rest;
-    Py_INCREF(rest);
-    if ((stamp = call0(msg, s_timestamp)) == NULL) goto done;
+/* A DecryptedMessage of msg (whose partition and offset the caller read) with this plaintext, headers and
+ * subject: what batch_open.fast_message builds. */
+static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *partition, PyObject *offset, PyObject *key,
+                             PyObject *plain, PyObject *rest, PyObject *subject) {
+    PyObject *message = NULL, *stamp = call0(msg, s_timestamp);
+    if (stamp == NULL) return NULL;
     if (!PyTuple_Check(stamp) || PyTuple_GET_SIZE(stamp) != 2) {
         PyErr_SetString(PyExc_TypeError, "Message.timestamp() is not a (type, timestamp) pair");
-        goto done;
+        Py_DECREF(stamp);
+        return NULL;
+    }
+    PyObject *epoch = call0(msg, s_leader_epoch);
+    if (epoch == NULL) {
+        Py_DECREF(stamp);
+        return NULL;
     }
     PyObject *ts_type = PyTuple_GET_ITEM(stamp, 0);
     int none_type = PyLong_Check(ts_type) && PyLong_AsLong(ts_type) == 0;
-    values[6] = none_type ? Py_None : PyTuple_GET_ITEM(stamp, 1);
-    Py_INCREF(values[6]);
-    values[7] = ts_type;
-    Py_INCREF(ts_type);
-    if ((values[8] = call0(msg, s_leader_epoch)) == NULL) goto done;
-    values[9] = decrypted_status;
-    Py_INCREF(decrypted_status);
-    values[10] = subject;
-    Py_INCREF(subject);
-    values[11] = Py_False;
-    Py_INCREF(Py_False);
+    /* borrowed: every one outlives this call */
+    PyObject *values[N_FIELDS] = {topic, partition, offset, key, plain, rest,
+                                  none_type ? Py_None : PyTuple_GET_ITEM(stamp, 1), ts_type, epoch,
+                                  decrypted_status, subject, Py_False};
     message = message_type->tp_alloc(message_type, 0);
-    if (message == NULL) goto done;
-    for (int i = 0; i < N_FIELDS; i++) {
+    for (int i = 0; message != NULL && i < N_FIELDS; i++) {
         if (Py_TYPE(setters[i])->tp_descr_set(setters[i], message, values[i]) < 0) {
             Py_CLEAR(message);
             break;
         }
     }
-done:
-    for (int i = 0; i < N_FIELDS; i++) Py_XDECREF(values[i]);
-    Py_XDECREF(stamp);
+    Py_DECREF(epoch);
+    Py_DECREF(stamp);
     return message;
 }
 
@@ -296,12 +283,14 @@ static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *
         PyErr_Clear(); /* the per-record path names what is wrong with it */
         goto not_simple;
     }
-    message = new_message(msg, topic, key, plain, rest, subject);
+    if ((obj = call0(msg, s_partition)) == NULL || (offset = call0(msg, s_offset)) == NULL) {
+        Py_DECREF(opener);
+        goto done;
+    }
+    message = new_message(msg, topic, obj, offset, key, plain, rest, subject);
     Py_DECREF(opener);
     if (message == NULL || PyList_Append(out, message) < 0) goto done;
-    if ((obj = call0(msg, s_partition)) == NULL) goto done;
     if ((partition_key = PyTuple_Pack(2, topic, obj)) == NULL) goto done;
-    if ((offset = call0(msg, s_offset)) == NULL) goto done;
     if (PyDict_SetItem(finished, partition_key, offset) < 0) goto done;
     result = 1;
     goto done;

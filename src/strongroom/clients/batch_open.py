@@ -38,10 +38,11 @@ from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
 
 try:  # the native opener, built by `make` from _gcm.c (issue 18); without it the Python loop opens every record
-    from strongroom.clients._gcm import Gcm, configure, open_run
+    from strongroom.clients._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_run
 except ImportError:  # pragma: no cover - an install without the project's build
     Gcm = AESGCM  # type: ignore[misc,assignment]
     configure = open_run = None  # type: ignore[assignment]
+    HEADER_END = MIN_SIZE = 0
 
 #: Whether the native opener is here (the project's build makes it; a test insists).
 NATIVE: Final = open_run is not None
@@ -321,15 +322,13 @@ _FIELDS: Final = tuple(DecryptedMessage.__dataclass_fields__)
 _ORDER: Final = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "timestamp_type",
                   "leader_epoch", "status", "subject", "erased_fields")  # fmt: skip
 assert _FIELDS == _ORDER, "fast_message sets the fields in this order"
-_SETTERS: Final = tuple(DecryptedMessage.__dict__[name].__set__ for name in _FIELDS)
+_SLOTS: Final = tuple(DecryptedMessage.__dict__[name] for name in _FIELDS)
+_SETTERS: Final = tuple(slot.__set__ for slot in _SLOTS)
 _new: Final = object.__new__
 _DECRYPTED: Final = MessageStatus.DECRYPTED
 if configure is not None:
-    from strongroom.clients import _gcm
-
-    assert (_gcm.HEADER_END, _gcm.MIN_SIZE) == (_HEADER_END, _MIN_SIZE), "_gcm.c reads another envelope layout"
-    configure(DecryptedMessage, tuple(DecryptedMessage.__dict__[name] for name in _FIELDS), _DECRYPTED,
-              RECORD_HEADER_NAME)  # fmt: skip
+    assert (HEADER_END, MIN_SIZE) == (_HEADER_END, _MIN_SIZE), "_gcm.c reads another envelope layout"
+    configure(DecryptedMessage, _SLOTS, _DECRYPTED, RECORD_HEADER_NAME)
 
 
 def fast_message(msg: Any, value: bytes, headers: list[Header], subject: str) -> DecryptedMessage:
