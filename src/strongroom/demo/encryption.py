@@ -228,10 +228,12 @@ def refuse_disguised_plaintext(ctx: DemoContext) -> dict[str, Any]:
 
 
 def drop_seal_leases(ctx: DemoContext) -> dict[str, Any]:
-    """Every restarted writer leases the keys it uses again; ``keys retire`` drops those leases."""
+    """A restarted writer claims a seal slot per keys partition instead of leasing each key again; writers
+    without slots lease every key they use, and ``keys retire`` drops those leases."""
     from strongroom.keys import KeyManager, KeyTable
     from strongroom.keys.cache import KeyCache
     from strongroom.keys.retire import retire
+    from strongroom.keys.usage import SubjectKeyLimits
     from strongroom.kms.registry import kms_from_config
 
     client = ClientConfig(ctx.cluster.bootstrap_servers)
@@ -239,14 +241,25 @@ def drop_seal_leases(ctx: DemoContext) -> dict[str, Any]:
     customers.remove(ctx.facts["victim"])  # erased: no key to lease
     kms = kms_from_config(ctx.kms_config)
     try:
-        old = {}
-        for _ in range(2):  # two writer restarts, each leasing every key it seals with
+        slots = leased = 0
+        for _ in range(2):  # two writer restarts over existing keys
             with KeyManager(client, kms, topic=ctx.keys_topic, table_options={"register": False}) as manager:
+                KeyCache(manager).get_or_create(customers)
+                stats = manager.stats()["seals"]
+                slots, leased = slots + stats["slots_claimed"], leased + stats["leases_granted"]
+        ctx.say(
+            f"    two writer restarts over {len(customers)} existing keys wrote {slots} seal slots ({slots // 2} each: "
+            f"one per keys partition, whatever the number of keys) and {leased} seal leases"
+        )
+        old = {}
+        for _ in range(2):  # two restarts of writers without slots: each leases every key it seals with
+            with KeyManager(client, kms, topic=ctx.keys_topic, limits=SubjectKeyLimits(slot_window=0),
+                            table_options={"register": False}) as manager:  # fmt: skip
                 old = KeyCache(manager).get_or_create(customers)
         planned = retire(client, topic=ctx.keys_topic, dry_run=True).to_dict()
         ctx.say(
-            f"    after two writer restarts {ctx.keys_topic!r} holds {planned['lease_records_dropped']} seal-lease "
-            f"records ({planned['lease_entries_dropped']} leases); every writer's key table replays them all"
+            f"    two restarts of writers without slots (slot_window=0) leave {planned['lease_records_dropped']} "
+            f"seal-lease records ({planned['lease_entries_dropped']} leases); every writer's key table replays them"
         )
         done = retire(client, topic=ctx.keys_topic).to_dict()
         ctx.say(
@@ -265,8 +278,9 @@ def drop_seal_leases(ctx: DemoContext) -> dict[str, Any]:
     shown = ", ".join(f"{k.key_id.hex()[:8]}… {'exhausted' if k.exhausted else 'current'}" for k in state.keys)
     ctx.say(f"    the next writer seals {first} under key {now}… instead of {was}…")
     ctx.say(f"    {first}'s keys in a writer's key table: {shown} (an exhausted key still opens old records)")
-    return {"lease_records_dropped": done["lease_records_dropped"], "keys_retired": done["keys_retired"],
-            "rotated": was != now, "keys_of_subject": len(state.keys)}  # fmt: skip
+    return {"slots_claimed": slots, "leases_with_slots": leased, "keys_retired": done["keys_retired"],
+            "lease_records_dropped": done["lease_records_dropped"], "rotated": was != now,
+            "keys_of_subject": len(state.keys)}  # fmt: skip
 
 
 CHAPTERS: list[tuple[str, Chapter]] = [
@@ -278,5 +292,8 @@ CHAPTERS: list[tuple[str, Chapter]] = [
         "Plaintext in disguise is refused: duplicate keys, lone surrogates, a downgraded record",
         refuse_disguised_plaintext,
     ),
-    ("Restarted writers leave seal leases behind; `strongroom keys retire` drops them", drop_seal_leases),
+    (
+        "Restarted writers claim a seal slot per partition, not a lease per key; `strongroom keys retire` drops leases",
+        drop_seal_leases,
+    ),
 ]

@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 _PARTITION_CHECK_SECONDS: Final = 30.0
 _MAX_PROBLEMS: Final = 20
-#: Message-key prefixes of seal leases (single and batched), which only writers' key tables need.
-_LEASE_PREFIXES: Final = (records.LEASE_PREFIX, records.LEASES_PREFIX)
+#: Message-key prefixes of seal leases (single and batched) and seal slots, which only writers' key tables need.
+_LEASE_PREFIXES: Final = (records.LEASE_PREFIX, records.LEASES_PREFIX, records.SLOT_PREFIX)
 #: Records applied per store transaction at most (a catch-up applies whole fetches: fewer commits).
 _FETCH_BATCH: Final = 20_000
 #: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that

@@ -48,6 +48,7 @@ from strongroom.keys.records import (
     MAX_LEASE_ENTRIES,
     LayoutRecord,
     SealLeases,
+    SealSlot,
     SubjectKeyTombstone,
     WrappingKeyRecord,
     check_subject,
@@ -146,6 +147,9 @@ class KeyManager:
         self.limits = limits or SubjectKeyLimits()
         #: What this writer may still seal per subject key (:mod:`strongroom.keys.usage`).
         self.ledger = SealLedger(self.limits, clock=self.wrapping.clock)
+        #: partition → offset of this writer's current seal slot there (claimed when first needed)
+        self._slots: dict[int, int] = {}
+        self._slots_generation = self.ledger.generation
         self.timeout = timeout
         self._owns_table = table is None
         self.table = table or KeyTable(client, kms, topic=topic, **dict(table_options or {})).open()
@@ -227,7 +231,7 @@ class KeyManager:
                         lease[subject] = key
                     elif verdict is Charge.ROTATE:
                         rotate.append(subject)
-                rotate.extend(self._lease(lease, wanted))
+                rotate.extend(self._lease(self._by_slots(lease, wanted), wanted))
                 if not rotate:
                     return result
                 self.ledger.counters["rotated"] += len(rotate)
@@ -238,6 +242,54 @@ class KeyManager:
                 f"({_MAX_ROUNDS} rounds)",
                 hint="retry; other writers are using up the new keys as fast as they are made",
             )
+
+    def _by_slots(self, keys: dict[str, SubjectKey], seals: Mapping[str, int]) -> dict[str, SubjectKey]:
+        """Charge what this writer's seal slots cover (claiming a slot in each partition that needs one first:
+        one record per partition, one flush, the read-back); returns the keys that still need a lease."""
+        window, share = self.limits.slot_window, self.limits.lease_seals
+        ledger = self.ledger
+        if not keys or not window:
+            return keys
+        if self._slots_generation != ledger.generation:  # a balance was dropped: earlier slots credit no more
+            self._slots.clear()
+            self._slots_generation = ledger.generation
+        covered: dict[str, tuple[int, int]] = {}  # subject → the key's partition and offset
+        for subject, key in keys.items():
+            fits = seals[subject] <= share and ledger.fresh(key.key_id)
+            if fits and key.partition is not None and key.offset is not None:
+                covered[subject] = (key.partition, key.offset)
+        unclaimed = sorted({partition for partition, _ in covered.values() if partition not in self._slots})
+        if unclaimed:
+            self._claim_slots(unclaimed)
+        rest: dict[str, SubjectKey] = {}
+        generation = ledger.generation
+        for subject, key in keys.items():
+            place = covered.get(subject)
+            slot = self._slots.get(place[0]) if place is not None else None
+            if (
+                place is None
+                or slot is None
+                or ledger.generation != generation
+                or place[1] >= slot
+                or self.table.slots_between(place[0], place[1], slot) > window
+            ):
+                rest[subject] = key
+                continue
+            ledger.slot_credit(key.key_id)
+            verdict = ledger.charge(key.key_id, None, seals[subject])
+            assert verdict is Charge.SEAL, "a slot's share covers the seals it was checked against"
+        return rest
+
+    def _claim_slots(self, partitions: list[int]) -> None:
+        now = now_ms()
+        limits = self.limits
+        asked = [(p, SealSlot(new_lease_id(), limits.lease_seals, limits.slot_window, now)) for p in partitions]
+        offsets = self._writer.write(asked, error=KeyCreationFailed, timeout=self.timeout)
+        self.table.wait_for_offsets(
+            {p: offset + 1 for (p, _), offset in zip(asked, offsets, strict=True)}, self.timeout
+        )
+        self._slots.update((p, offset) for (p, _), offset in zip(asked, offsets, strict=True))
+        self.ledger.counters["slots_claimed"] += len(asked)
 
     def _lease(self, keys: Mapping[str, SubjectKey], seals: Mapping[str, int]) -> list[str]:
         """Ask the keys topic for a seal lease for each key — one seal-leases record per partition, one

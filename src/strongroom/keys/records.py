@@ -10,6 +10,7 @@ Message keys (the kind is the first byte, so a reader can classify a record with
     layout          b"m\\0layout"                                      partition count the topic was created with
     seal lease      b"u\\0" + key_id(16) + lease_id(8)                 "may I seal N more records with this key?"
     seal leases     b"l\\0" + lease_id(8)                              the same for many keys of one partition
+    seal slot       b"s\\0" + slot_id(8)                               "I start sealing with this partition's keys"
 
 Subject-key values — the bulk of the topic, one per data subject, read by every cold key table — are
 compact binary (big-endian, decoded with one ``struct`` call)::
@@ -30,6 +31,12 @@ Its entries are applied in order at the record's offset, each exactly as a singl
 
 A lease lives in its key's subject partition and names no subject: erasure removes the key, and a
 lease of an unknown key is ignored.
+
+A *seal slot* stands for a lease of ``seals`` under every key written before it in its partition, for the
+writer that wrote it. A key's slots are the slot records after the key's record in its partition; the
+first ``window`` of them may seal with it (:mod:`strongroom.keys.usage`)::
+
+    version 0x01 | seals u64 | window u32 | requested_at u64 ms
 
 Every other value is a UTF-8 JSON object with ``"v": 1`` and a ``"type"`` (rare, read by people too).
 A subject-key value holds the subject key wrapped by a wrapping key (AES-256-GCM), a wrapping-key value
@@ -76,6 +83,8 @@ LEASES_PREFIX: Final = b"l\x00"
 MAX_LEASE_ENTRIES: Final = 16_384
 _LEASES_HEAD: Final = struct.Struct(">BQQI")
 _LEASE_ENTRY: Final = struct.Struct(">16sQ")
+SLOT_PREFIX: Final = b"s\x00"
+_SLOT: Final = struct.Struct(">BQIQ")
 
 #: The algorithm of a subject key wrapped by a wrapping key (see :mod:`strongroom.keys.wrapping`).
 SK_ALG: Final = "A256GCM-WK1"
@@ -250,6 +259,18 @@ class SealLeases:
 
 
 @dataclass(frozen=True, slots=True)
+class SealSlot:
+    """A writer's seal slot in one partition (:mod:`strongroom.keys.usage`): it may seal ``seals`` records
+    with each key written before this record in the partition, if this slot is among the first ``window``
+    slots after that key's record. Nothing is granted or denied: every reader counts slots alike."""
+
+    slot_id: bytes
+    seals: int
+    window: int
+    requested_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayoutRecord:
     """The partition count the keys topic was created with."""
 
@@ -276,6 +297,7 @@ KeysRecord = (
     | LayoutRecord
     | SealLease
     | SealLeases
+    | SealSlot
     | IgnoredRecord
 )
 
@@ -328,6 +350,11 @@ def encode(record: KeysRecord) -> tuple[bytes, bytes | None]:
         return LEASE_PREFIX + record.key_id + record.lease_id, packed
     if isinstance(record, SealLeases):
         return _encode_leases(record)
+    if isinstance(record, SealSlot):
+        if len(record.slot_id) != LEASE_ID_SIZE or record.seals < 1 or record.window < 1:
+            raise ValueError(f"a seal slot names an {LEASE_ID_SIZE}-byte slot id, at least one seal and a window")
+        return SLOT_PREFIX + record.slot_id, _SLOT.pack(LEASE_VALUE_V1, record.seals, record.window,
+                                                        record.requested_at_ms)  # fmt: skip
     if isinstance(record, LayoutRecord):
         value = {"v": VALUE_VERSION, "type": "layout", "partitions": record.partitions, "created": record.created_ms}
         return LAYOUT_KEY, _dumps(value)
@@ -445,6 +472,8 @@ def decode(key: bytes | None, value: bytes | None) -> KeysRecord:
         return _decode_lease(key, value)
     if prefix == LEASES_PREFIX:
         return _decode_leases(key, value)
+    if prefix == SLOT_PREFIX:
+        return _decode_slot(key, value)
     if prefix == NUDGE_PREFIX:
         if value is None:
             return IgnoredRecord("nudge")
@@ -583,6 +612,22 @@ def _decode_leases(key: bytes, value: bytes | None) -> SealLeases | IgnoredRecor
         if not 1 <= seals <= max_seals:
             raise CorruptKeyRecord(f"a seal lease asks for {seals} seals under a bound of {max_seals}")
     return SealLeases(key[2:], entries, max_seals, requested_at)
+
+
+def _decode_slot(key: bytes, value: bytes | None) -> SealSlot | IgnoredRecord:
+    if len(key) != 2 + LEASE_ID_SIZE:
+        raise CorruptKeyRecord(f"seal-slot message key of {len(key)} bytes is malformed")
+    if value is None:
+        return IgnoredRecord("slot")
+    if len(value) != _SLOT.size or value[0] != LEASE_VALUE_V1:
+        raise CorruptKeyRecord(
+            f"seal-slot value of {len(value)} bytes is not version 0x01",
+            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
+        )
+    _, seals, window, requested_at = _SLOT.unpack(value)
+    if seals < 1 or window < 1:
+        raise CorruptKeyRecord(f"seal slot of {seals} seals in a window of {window}")
+    return SealSlot(key[2:], seals, window, requested_at)
 
 
 def _decode_marker(key: bytes, value: bytes | None) -> ErasureMarker | IgnoredRecord:

@@ -41,6 +41,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from strongroom.keys.records import (
     LostMarkerTombstone,
     SealLease,
     SealLeases,
+    SealSlot,
     SubjectKeyRecord,
     SubjectKeyRow,
     SubjectKeyTombstone,
@@ -67,7 +69,7 @@ from strongroom.keys.records import (
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive, release_free_heap
 
-SCHEMA_VERSION: Final = "5"
+SCHEMA_VERSION: Final = "6"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -85,6 +87,9 @@ CREATE TABLE IF NOT EXISTS subject_keys (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
 CREATE TABLE IF NOT EXISTS seal_counts (key_id BLOB PRIMARY KEY, sealed INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seal_slots (
+    partition INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (partition, offset)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS markers (
     subject TEXT PRIMARY KEY, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
     request_id TEXT NOT NULL, requested_at INTEGER NOT NULL
@@ -95,8 +100,8 @@ CREATE TABLE IF NOT EXISTS lost_wrapping_keys (
     reason TEXT NOT NULL, plan_id TEXT NOT NULL, declared_by TEXT NOT NULL, declared_at INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
-_TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "seal_counts", "markers", "erased_keys",
-                   "lost_wrapping_keys")  # fmt: skip
+_TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "seal_counts", "seal_slots", "markers",
+                   "erased_keys", "lost_wrapping_keys")  # fmt: skip
 
 _INSERT_KEY: Final = """
 INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
@@ -256,6 +261,10 @@ class KeyStore:
         #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
         self._lease_states: OrderedDict[bytes, LeaseState] = OrderedDict()
         self._db = self._open()
+        #: partition → offsets of its seal slots, ascending (a few per writer start: kept in memory)
+        self._slots: dict[int, list[int]] = {}
+        for partition, offset in self._db.execute("SELECT partition, offset FROM seal_slots ORDER BY 1, 2"):
+            self._slots.setdefault(partition, []).append(offset)
         self._closed = False
 
     # ------------------------------------------------------------------ opening
@@ -315,6 +324,7 @@ class KeyStore:
         with self._lock:
             self._clear(self._db)
             self._lease_states.clear()
+            self._slots.clear()
             self.rebuilt = True
 
     @staticmethod
@@ -328,6 +338,12 @@ class KeyStore:
     def next_offsets(self) -> dict[int, int]:
         with self._lock:
             return dict(self._db.execute("SELECT partition, next_offset FROM offsets").fetchall())
+
+    def slots_between(self, partition: int, after: int, upto: int) -> int:
+        """How many seal slots of ``partition`` lie after offset ``after`` and at or before ``upto``."""
+        with self._lock:
+            offsets = self._slots.get(partition, ())
+            return bisect_right(offsets, upto) - bisect_right(offsets, after)
 
     def apply(self, records: Sequence[ApplyItem], next_offsets: dict[int, int]) -> ApplyEffects:
         """Apply records in order, and store ``next_offsets``, in one transaction.
@@ -344,6 +360,7 @@ class KeyStore:
             try:
                 pending: list[SubjectKeyRow] = []
                 leases: LeaseRun | None = None  # the seal counts a run of consecutive lease records changed
+                slots: list[tuple[int, int]] = []
                 for item in records:
                     record = item[2] if len(item) == 3 else None
                     if leases is not None and not isinstance(record, SealLease | SealLeases):
@@ -362,16 +379,23 @@ class KeyStore:
                     if isinstance(record, SealLease | SealLeases):
                         leases = leases or LeaseRun(db, self._lease_states)
                         _apply_lease_record(leases, partition, offset, record, effects)
+                    elif isinstance(record, SealSlot):
+                        slots.append((partition, offset))
                     else:
                         self._apply_one(db, partition, offset, record, effects, self._lease_states)
                 if leases is not None:
                     leases.write()
                 if pending:
                     _insert_keys(db, pending, self._lease_states)
+                db.executemany("INSERT OR IGNORE INTO seal_slots (partition, offset) VALUES (?, ?)", slots)
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )
                 db.execute("COMMIT")
+                for partition, offset in slots:  # in partition order, after every slot applied before
+                    known = self._slots.setdefault(partition, [])
+                    if not known or known[-1] < offset:
+                        known.append(offset)
             except BaseException:
                 db.execute("ROLLBACK")
                 self._lease_states.clear()  # it may name keys whose changes were just undone

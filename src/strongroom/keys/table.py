@@ -782,6 +782,11 @@ class KeyTable:
             listener(notice)
 
     # ------------------------------------------------------------------ what the follower tells
+    def slots_between(self, partition: int, after: int, upto: int) -> int:
+        """How many seal slots (:mod:`strongroom.keys.usage`) of ``partition`` this table applied after offset
+        ``after`` and at or before ``upto``."""
+        return self.store.slots_between(partition, after, upto)
+
     def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bytes]:
         """Which entries of each seal-leases record were granted (one byte per entry, 1 granted), for
         records applied recently (absent: not applied yet, or long forgotten)."""

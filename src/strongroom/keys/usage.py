@@ -16,13 +16,21 @@ are granted through the keys topic, where every writer reads the same order:
   ``lease_seals`` more. Every key table applies the leases in partition order, adding them up; a
   lease that would take the key past ``max_seals`` (as that lease states it) is denied and marks the
   key *exhausted* for everyone. A writer seals under a lease only after reading it back granted.
+- a writer that starts on keys that already exist would need a lease for each of them (a new pipeline
+  over 100,000 existing subjects: 100,000 lease entries to write, read back and add up, on every
+  start). Instead it writes one **seal slot** per partition it seals in: a record that stands for a
+  lease of ``lease_seals`` under every key written before it in that partition. Every reader counts a
+  key's slots alike (the slot records after the key's record, in partition order); only the first
+  ``slot_window`` slots after a key may seal with it, ``lease_seals`` each, and a writer credits each
+  key at most once per slot of its own. A key written after the writer's slot, a key whose window is
+  full, and a batch bigger than a slot's share take leases as above;
 - an exhausted key, or one older than ``max_age_seconds``, is never a subject's current key: the next
   writer that needs the subject creates a new key, and "first key in partition order wins" makes
   every writer converge on it.
 
-So a key seals at most ``max_seals + creator_seals`` records, however many writers share it
-(docs/threat-model.md has the arithmetic). A writer that stops early wastes the rest of its lease:
-unused seals are never handed to anyone else, so the bound errs only on the safe side.
+So a key seals at most ``max_seals + creator_seals + slot_window × lease_seals`` records, however many
+writers share it (docs/threat-model.md has the arithmetic). A writer that stops early wastes the rest of
+its lease or slot: unused seals are never handed to anyone else, so the bound errs only on the safe side.
 
 This module is the pure part: the limits and a writer's ledger of what it may still seal per key.
 """
@@ -45,6 +53,9 @@ HARD_MAX_SEALS: Final = 2**32
 DEFAULT_MAX_SEALS: Final = 2**30
 DEFAULT_LEASE_SEALS: Final = 2**20
 DEFAULT_MAX_AGE_SECONDS: Final = 90 * 24 * 3600.0
+#: Slots after a key's record that may seal with it: 1,024 writer starts (per partition) before a key's
+#: new users lease it key by key again; 2³⁰ seals with the default lease size.
+DEFAULT_SLOT_WINDOW: Final = 1024
 #: Keys a writer keeps a balance for; a forgotten balance is simply leased again (never re-granted free).
 DEFAULT_LEDGER_SIZE: Final = 1_000_000
 
@@ -54,20 +65,24 @@ class SubjectKeyLimits:
     """The usage limits a writer applies to the subject keys it seals with.
 
     ``max_seals`` is what the leases of one key may add up to; the key's creator seals up to
-    ``creator_seals`` more without a lease; leases ask for ``lease_seals`` (or a batch's need if more).
+    ``creator_seals`` more without a lease; leases ask for ``lease_seals`` (or a batch's need if more);
+    the first ``slot_window`` seal slots after a key's record seal up to ``lease_seals`` each with it
+    (0: no slots, every writer leases every key it did not create).
     """
 
     max_seals: int = DEFAULT_MAX_SEALS
     lease_seals: int = DEFAULT_LEASE_SEALS
     creator_seals: int = DEFAULT_LEASE_SEALS
     max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS
+    slot_window: int = DEFAULT_SLOT_WINDOW
 
     def __post_init__(self) -> None:
-        if self.max_seals < 1 or self.max_seals + self.creator_seals > HARD_MAX_SEALS:
+        slots = self.slot_window * self.lease_seals
+        if self.max_seals < 1 or self.slot_window < 0 or self.max_seals + self.creator_seals + slots > HARD_MAX_SEALS:
             raise KeysConfigError(
-                f"subject-key seal limits max_seals={self.max_seals} + creator_seals={self.creator_seals} must be "
-                f"between 1 and 2**32",
-                hint="random 96-bit nonces allow at most 2**32 seals per key; lower max_seals",
+                f"subject-key seal limits max_seals={self.max_seals} + creator_seals={self.creator_seals} + "
+                f"slot_window={self.slot_window} × lease_seals={self.lease_seals} must be between 1 and 2**32",
+                hint="random 96-bit nonces allow at most 2**32 seals per key; lower max_seals or slot_window",
             )
         if not 1 <= self.lease_seals <= self.max_seals or self.creator_seals < 0:
             raise KeysConfigError(
@@ -80,7 +95,7 @@ class SubjectKeyLimits:
     @property
     def bound(self) -> int:
         """The most records one key can seal, however many writers share it."""
-        return self.max_seals + self.creator_seals
+        return self.max_seals + self.creator_seals + self.slot_window * self.lease_seals
 
     def expired(self, created_ms: int, now_ms: int) -> bool:
         return now_ms - created_ms >= self.max_age_seconds * 1000
@@ -103,9 +118,13 @@ class Charge(enum.StrEnum):
 
 
 class SealLedger:
-    """One writer's balance of seals per subject key: its creator share, then its granted leases.
+    """One writer's balance of seals per subject key: its creator share, its slot shares, then its granted
+    leases.
 
-    Not thread-safe on its own: the key manager calls it under its lock.
+    A key the ledger holds a balance for (even an empty one) was already credited under the writer's
+    current slots; a balance the ledger drops (its capacity, :meth:`forget`) moves :attr:`generation` on,
+    and the writer claims new slots before it credits any key from a slot again: a slot never credits a
+    key twice. Not thread-safe on its own: the key manager calls it under its lock.
     """
 
     def __init__(
@@ -119,7 +138,10 @@ class SealLedger:
         self.capacity = capacity
         self.clock = clock
         self._balance: OrderedDict[bytes, int] = OrderedDict()
-        self.counters = {"charged": 0, "leases_granted": 0, "leases_denied": 0, "rotated": 0}
+        #: Moves on whenever a balance is dropped: the slots claimed before it may not credit again.
+        self.generation = 0
+        self.counters = {"charged": 0, "leases_granted": 0, "leases_denied": 0, "rotated": 0, "slot_credits": 0,
+                         "slots_claimed": 0}  # fmt: skip
 
     def created(self, key_id: bytes) -> None:
         """This writer created ``key_id`` (and its record won): its creator share."""
@@ -131,7 +153,17 @@ class SealLedger:
 
     def denied(self, key_id: bytes) -> None:
         self.counters["leases_denied"] += 1
-        self._balance.pop(key_id, None)
+        self._set(key_id, 0)
+
+    def fresh(self, key_id: bytes) -> bool:
+        """No balance held for ``key_id`` since the current slots were claimed: a slot may credit it."""
+        return key_id not in self._balance
+
+    def slot_credit(self, key_id: bytes) -> None:
+        """A slot of this writer, within the key's window, credits a fresh key with its share."""
+        assert key_id not in self._balance, "a slot credits a key once"
+        self.counters["slot_credits"] += 1
+        self._set(key_id, self.limits.lease_seals)
 
     def charge(self, key_id: bytes, created_ms: int | None, seals: int) -> Charge:
         """Take ``seals`` from the key's balance, or say what must happen first."""
@@ -152,10 +184,12 @@ class SealLedger:
         return self._balance.get(key_id, 0)
 
     def forget(self, key_id: bytes) -> None:
-        self._balance.pop(key_id, None)
+        if self._balance.pop(key_id, None) is not None:
+            self.generation += 1
 
     def _set(self, key_id: bytes, balance: int) -> None:
         self._balance[key_id] = balance
         self._balance.move_to_end(key_id)
         while len(self._balance) > self.capacity:
             self._balance.popitem(last=False)
+            self.generation += 1

@@ -17,7 +17,7 @@ from strongroom.envelope.ids import FIELD_PREFIX
 from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.keys.usage import SubjectKeyLimits
 
-LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40)
+LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40, slot_window=0)
 
 
 def key_id_of(envelope: bytes) -> bytes:

@@ -21,7 +21,7 @@ from strongroom.keys.usage import SubjectKeyLimits
 from strongroom.kms.metered import MeteredKms
 from strongroom.runtime import now_ms
 
-LIMITS = SubjectKeyLimits(max_seals=10_000, lease_seals=50, creator_seals=10)
+LIMITS = SubjectKeyLimits(max_seals=10_000, lease_seals=50, creator_seals=10, slot_window=0)
 SUBJECTS = [f"s{i}" for i in range(30)]
 
 

@@ -17,12 +17,15 @@ from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.usage import SubjectKeyLimits
 from strongroom.kms.metered import MeteredKms
 
-LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40)
+LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40, slot_window=0)  # leases only
+#: The same with seal slots: two writer starts after a key's record seal up to 40 each with it.
+SLOT_LIMITS = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40, slot_window=2)
 SUBJECTS = ["tenant-a", "tenant-b", "tenant-c"]
 
 
+@pytest.mark.parametrize("limits", [LIMITS, SLOT_LIMITS], ids=["leases", "slots"])
 def test_concurrent_writers_rotate_at_the_seal_bound_and_every_record_opens(
-    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms, limits: SubjectKeyLimits
 ) -> None:
     options = {"readers_topic": readers_topic}
     sealed: list[tuple[str, bytes, bytes, bytes]] = []  # subject, key id, plaintext, envelope
@@ -44,7 +47,7 @@ def test_concurrent_writers_rotate_at_the_seal_bound_and_every_record_opens(
             errors.append(exc)
 
     # Two writers (separate managers, tables and caches: like two pipelines), three threads each.
-    managers = [KeyManager(client, kms, topic=keys_topic, limits=LIMITS, table_options=options) for _ in range(2)]
+    managers = [KeyManager(client, kms, topic=keys_topic, limits=limits, table_options=options) for _ in range(2)]
     try:
         caches = [KeyCache(manager) for manager in managers]
         threads = [
@@ -64,12 +67,18 @@ def test_concurrent_writers_rotate_at_the_seal_bound_and_every_record_opens(
 
     assert len(sealed) == 2 * 3 * 40 * 5 * len(SUBJECTS)
     per_key = Counter(key_id for _, key_id, _, _ in sealed)
-    assert max(per_key.values()) <= LIMITS.bound, f"a key sealed {max(per_key.values())} records"
+    assert max(per_key.values()) <= limits.bound, f"a key sealed {max(per_key.values())} records"
     keys_of = {subject: {key_id for s, key_id, _, _ in sealed if s == subject} for subject in SUBJECTS}
-    # 1200 seals per subject under a bound of 340: rotated at least three times each
-    assert all(len(ids) >= 4 for ids in keys_of.values()), {s: len(ids) for s, ids in keys_of.items()}
+    # 1200 seals per subject under a bound of 340 (420 with slots): rotated at least three (two) times each
+    assert all(len(ids) >= -(-1200 // limits.bound) for ids in keys_of.values()), {
+        s: len(ids) for s, ids in keys_of.items()
+    }
     assert sum(s["leases_denied"] for s in stats) >= 1
     assert sum(s["rotated"] for s in stats) >= 3
+    if limits.slot_window:  # each subject's first key was made by one writer: the other sealed under its slot
+        assert sum(s["slot_credits"] for s in stats) >= len(SUBJECTS)
+    else:
+        assert sum(s["slots_claimed"] for s in stats) == 0
 
     with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
         reader.wait_caught_up(60)
@@ -153,3 +162,43 @@ def test_a_readers_key_table_passes_seal_leases_over_and_cannot_back_a_writer(
     persistent = KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic, store_path=tmp_path / "keys",
                           seal_usage=False)  # fmt: skip
     assert persistent.seal_usage  # a writer may open this store later
+
+
+def test_a_writer_start_claims_a_slot_per_partition_instead_of_a_lease_per_key_until_the_window_is_full(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    """A new writer over existing keys writes one seal slot per partition, not a lease per key; the first
+    ``slot_window`` starts after a key seal under their slots, later ones (and batches bigger than a slot's
+    share) lease as before, and the key's seals stay within its bound."""
+    limits = SubjectKeyLimits(max_seals=10_000, lease_seals=50, creator_seals=10, slot_window=2)
+    subjects = [f"s{i}" for i in range(30)]
+    options = {"readers_topic": readers_topic}
+
+    def start(seals: int) -> tuple[dict[str, int], dict[str, SubjectKey]]:
+        with KeyManager(client, kms, topic=keys_topic, limits=limits, table_options=options) as manager:
+            keys = KeyCache(manager).get_or_create(subjects, seals=dict.fromkeys(subjects, seals))
+            assert all(isinstance(key, SubjectKey) for key in keys.values())
+            return manager.stats()["seals"], keys  # type: ignore[return-value]
+
+    first, keys = start(20)  # creates every key: its creator share (10) is too small, so it leases
+    assert (first["slots_claimed"], first["slot_credits"], first["leases_granted"]) == (0, 0, len(subjects))
+    partitions = {key.partition for key in keys.values()}
+    assert len(partitions) == 3
+    for _ in range(2):  # the window's two starts: one slot per partition, no lease
+        stats, again = start(20)
+        assert again == keys  # the same keys: nothing rotated
+        assert (stats["slots_claimed"], stats["slot_credits"], stats["leases_granted"]) == (3, len(subjects), 0)
+    stats, again = start(20)  # the third slot after every key: outside the window, so leases again
+    assert again == keys
+    assert (stats["slots_claimed"], stats["slot_credits"], stats["leases_granted"]) == (3, 0, len(subjects))
+    stats, again = start(60)  # more than a slot's share: no slot claimed, leases
+    assert again == keys
+    assert (stats["slots_claimed"], stats["slot_credits"], stats["leases_granted"]) == (0, 0, len(subjects))
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as table:
+        table.wait_caught_up(60)
+        for partition in partitions:  # every writer's table counts the same three slots after each key
+            assert table.slots_between(partition, -1, 10**9) == 3
+        for key in keys.values():
+            assert key.offset is not None
+            assert table.slots_between(key.partition or 0, key.offset, 10**9) == 3

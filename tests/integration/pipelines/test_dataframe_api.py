@@ -239,7 +239,7 @@ def test_each_frame_charges_its_keys_one_seal_per_sealed_value(
          for i in range(records)],
     )  # fmt: skip
     rule = {"topic": topic, "mode": mode, **({"fields": ["$.email", "$.cards[*]"]} if mode == "fields" else {})}
-    limits = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40)
+    limits = SubjectKeyLimits(max_seals=300, lease_seals=40, creator_seals=40, slot_window=0)
     with KeyManager(env.client, kms, topic=env.keys_topic, limits=limits) as manager:
         source = read_topic(spark, env.bootstrap, topic)
         first = key_ids_in(encrypt_dataframe(source, {"rules": [rule]}, keys=KeyCache(manager)).collect(), mode)

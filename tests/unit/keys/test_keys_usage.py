@@ -343,3 +343,86 @@ def test_a_whole_catch_up_in_one_transaction_grants_exactly_as_record_by_record(
         primed.close()
     assert granted_any, "the histories grant leases"
     assert exhausted_any, "the histories pass the bound"
+
+
+# ---------------------------------------------------------------------------- seal slots
+def slot(seals: int = 10, window: int = 2) -> records.SealSlot:
+    return records.SealSlot(new_lease_id(), seals, window, 5)
+
+
+def test_the_bound_counts_every_slot_a_key_may_seal_under() -> None:
+    limits = SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5, slot_window=3)
+    assert limits.bound == 100 + 5 + 3 * 10
+    assert SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5, slot_window=0).bound == 105
+    assert SubjectKeyLimits().bound == 2**30 + 2**20 + 1024 * 2**20
+    with pytest.raises(KeysConfigError, match="slot_window"):
+        SubjectKeyLimits(max_seals=2**31, lease_seals=2**20, slot_window=2048)
+    with pytest.raises(KeysConfigError, match="slot_window"):
+        SubjectKeyLimits(slot_window=-1)
+
+
+def test_a_slot_round_trips_and_a_malformed_one_is_corrupt() -> None:
+    record = slot(7, 3)
+    key_bytes, value = records.encode(record)
+    assert key_bytes[:2] == records.SLOT_PREFIX
+    assert records.decode(key_bytes, value) == record
+    assert records.decode(key_bytes, None) == records.IgnoredRecord("slot")
+    for bad_key, bad_value in [(key_bytes[:-1], value), (key_bytes, value[:-1]), (key_bytes, b"\x02" + value[1:])]:
+        with pytest.raises(CorruptKeyRecord):
+            records.decode(bad_key, bad_value)
+    zero_window = value[:9] + b"\x00\x00\x00\x00" + value[13:]
+    with pytest.raises(CorruptKeyRecord, match="window of 0"):
+        records.decode(key_bytes, zero_window)
+    with pytest.raises(ValueError, match="slot"):
+        records.encode(records.SealSlot(new_lease_id(), 0, 3, 5))
+
+
+def test_every_table_counts_the_slots_after_a_key_alike_and_keeps_them(tmp_path: Path) -> None:
+    path = tmp_path / "keys.sqlite"
+    stored = KeyStore(path, topic="keys")
+    apply(stored, 0, key("s", K1), slot(), slot(), key("t", K2), slot())
+    apply(stored, 0, slot(), partition=1)
+    assert stored.slots_between(0, 0, 4) == 3  # the slots at 1, 2, 4 follow K1 (at 0)
+    assert stored.slots_between(0, 0, 2) == 2  # a writer's own slot at 2 is the second after K1
+    assert stored.slots_between(0, 3, 4) == 1  # K2 (at 3) has one slot after it
+    assert stored.slots_between(0, 4, 10) == 0
+    assert stored.slots_between(1, -1, 0) == 1
+    stored.close()
+    reopened = KeyStore(path, topic="keys")  # a persistent store counts the same after a restart
+    assert reopened.slots_between(0, 0, 4) == 3
+    reopened.reset()
+    assert reopened.slots_between(0, 0, 4) == 0
+    reopened.close()
+
+
+def test_a_failed_transaction_counts_no_slot(store: KeyStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    apply(store, 0, key("s", K1))
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(store_module, "_insert_keys", failing)
+    with pytest.raises(RuntimeError):
+        apply(store, 1, slot(), key("t", K2))
+    assert store.slots_between(0, 0, 10) == 0
+
+
+def test_a_slot_credits_a_key_once_and_a_dropped_balance_retires_the_slots() -> None:
+    ledger = SealLedger(SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5, slot_window=2), capacity=2)
+    assert ledger.fresh(K1)
+    ledger.slot_credit(K1)
+    assert not ledger.fresh(K1)
+    assert ledger.charge(K1, None, 10) is Charge.SEAL
+    assert ledger.charge(K1, None, 1) is Charge.LEASE  # its share is spent: a lease, not a second credit
+    assert not ledger.fresh(K1)
+    ledger.denied(K1)
+    assert not ledger.fresh(K1)  # a denied key keeps its (empty) balance: no slot credits it again
+    generation = ledger.generation
+    ledger.created(K2)
+    ledger.created(b"\x03" * 16)  # capacity 2: K1's balance is dropped
+    assert ledger.fresh(K1)
+    assert ledger.generation == generation + 1  # so the writer's slots credit nothing more
+    ledger.forget(K2)
+    assert ledger.generation == generation + 2
+    ledger.forget(K2)  # nothing held: nothing changes
+    assert ledger.generation == generation + 2
