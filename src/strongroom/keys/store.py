@@ -103,17 +103,26 @@ CREATE TABLE IF NOT EXISTS lost_wrapping_keys (
 _TABLES: Final = ("offsets", "wrapping_keys", "subject_keys", "seal_counts", "seal_slots", "markers",
                    "erased_keys", "lost_wrapping_keys")  # fmt: skip
 
-_INSERT_KEY: Final = """
-INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
+#: A key record written again under a live key's id (strongroom never does; a keys-topic writer could)
+#: takes the new record's values but keeps the key's first offset and its exhausted flag: the seal slots
+#: after a key count from its first record (:mod:`strongroom.keys.usage`), so a repeated record cannot
+#: open a key's slot window again.
+_ON_REPEATED_KEY: Final = """
+ON CONFLICT (key_id) DO UPDATE SET subject = excluded.subject, wk_id = excluded.wk_id, wrapped = excluded.wrapped,
+    partition = excluded.partition, offset = min(offset, excluded.offset), created = excluded.created,
+    kek_ref = excluded.kek_ref
+"""
+_INSERT_KEY: Final = f"""
+INSERT INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
 WHERE NOT EXISTS (SELECT 1 FROM markers m WHERE m.subject = ?2 AND m.offset > ?6)
-"""
+{_ON_REPEATED_KEY}"""  # noqa: S608 - constant clauses, values bound
 
 
-_INSERT_NEW_KEY: Final = """
-INSERT OR REPLACE INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
+_INSERT_NEW_KEY: Final = f"""
+INSERT INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-"""
+{_ON_REPEATED_KEY}"""  # noqa: S608 - constant clauses, values bound
 _KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref, exhausted"
 #: Page cache of the store's connection. A catch-up inserts at random places of two B-trees (key id,
 #: subject); with the inner pages cached, each insert touches about one leaf page per tree. A bound, not

@@ -426,3 +426,17 @@ def test_a_slot_credits_a_key_once_and_a_dropped_balance_retires_the_slots() -> 
     assert ledger.generation == generation + 2
     ledger.forget(K2)  # nothing held: nothing changes
     assert ledger.generation == generation + 2
+
+
+def test_a_repeated_key_record_keeps_the_keys_first_offset_so_its_slots_still_count(store: KeyStore) -> None:
+    """A keys-topic writer that writes a key's record again (strongroom never does) cannot reopen the key's
+    slot window: slots count from the key's first record, and a spent key stays spent."""
+    spend = lease(K1, 100, 100)
+    apply(store, 0, key("s", K1), slot(), slot(), spend, key("s", K1))
+    (stored,) = store.live_keys("s")
+    assert stored.offset == 0
+    assert stored.exhausted
+    assert store.slots_between(0, stored.offset, 10) == 2
+    apply(store, 5, key("t", K2), slot(), key("t", K2), key("t", K2))  # twice in one transaction, too
+    (stored,) = store.live_keys("t")
+    assert (stored.offset, store.slots_between(0, stored.offset, 10)) == (5, 1)
