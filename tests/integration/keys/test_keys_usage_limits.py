@@ -169,7 +169,7 @@ def test_a_writer_start_claims_a_slot_per_partition_instead_of_a_lease_per_key_u
 ) -> None:
     """A new writer over existing keys writes one seal slot per partition, not a lease per key; the first
     ``slot_window`` starts after a key seal under their slots, later ones (and batches bigger than a slot's
-    share) lease as before, and the key's seals stay within its bound."""
+    share) lease as before; no key rotates, and every writer's table counts the same slots."""
     limits = SubjectKeyLimits(max_seals=10_000, lease_seals=50, creator_seals=10, slot_window=2)
     subjects = [f"s{i}" for i in range(30)]
     options = {"readers_topic": readers_topic}
