@@ -569,16 +569,27 @@ def subject_key_row(key: bytes, value: bytes, partition: int, offset: int) -> Su
     return key_id, _subject(value_subject, "subject-key"), wk_id, wrapped, partition, offset, created, kek_ref
 
 
-def _decode_lease(key: bytes, value: bytes | None) -> SealLease | IgnoredRecord:
-    if len(key) != 2 + KEY_ID_SIZE + LEASE_ID_SIZE:
-        raise CorruptKeyRecord(f"seal-lease message key of {len(key)} bytes is malformed")
+def _binary_value(
+    kind: str, key: bytes, key_size: int, value: bytes | None, size: int, *, exact: bool = True
+) -> bytes | None:
+    """The value of a binary seal record (lease, leases, slot) past the checks they share: the message key's
+    size, then a version 0x01 value of ``size`` bytes (at least ``size`` unless ``exact``); None: a tombstone."""
+    if len(key) != key_size:
+        raise CorruptKeyRecord(f"{kind} message key of {len(key)} bytes is malformed")
     if value is None:
-        return IgnoredRecord("lease")
-    if len(value) != _LEASE.size or value[0] != LEASE_VALUE_V1:
+        return None
+    if (len(value) != size if exact else len(value) < size) or value[0] != LEASE_VALUE_V1:
         raise CorruptKeyRecord(
-            f"seal-lease value of {len(value)} bytes is not version 0x01",
+            f"{kind} value of {len(value)} bytes is not version 0x01",
             hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
         )
+    return value
+
+
+def _decode_lease(key: bytes, raw: bytes | None) -> SealLease | IgnoredRecord:
+    value = _binary_value("seal-lease", key, 2 + KEY_ID_SIZE + LEASE_ID_SIZE, raw, _LEASE.size)
+    if value is None:
+        return IgnoredRecord("lease")
     _, seals, max_seals, requested_at = _LEASE.unpack(value)
     if not 1 <= seals <= max_seals:
         raise CorruptKeyRecord(f"seal lease asks for {seals} seals under a bound of {max_seals}")
@@ -594,16 +605,10 @@ def _encode_leases(record: SealLeases) -> tuple[bytes, bytes]:
     return LEASES_PREFIX + record.lease_id, head + b"".join(_LEASE_ENTRY.pack(k, n) for k, n in record.entries)
 
 
-def _decode_leases(key: bytes, value: bytes | None) -> SealLeases | IgnoredRecord:
-    if len(key) != 2 + LEASE_ID_SIZE:
-        raise CorruptKeyRecord(f"seal-leases message key of {len(key)} bytes is malformed")
+def _decode_leases(key: bytes, raw: bytes | None) -> SealLeases | IgnoredRecord:
+    value = _binary_value("seal-leases", key, 2 + LEASE_ID_SIZE, raw, _LEASES_HEAD.size, exact=False)
     if value is None:
         return IgnoredRecord("leases")
-    if len(value) < _LEASES_HEAD.size or value[0] != LEASE_VALUE_V1:
-        raise CorruptKeyRecord(
-            f"seal-leases value of {len(value)} bytes is not version 0x01",
-            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
-        )
     _, max_seals, requested_at, count = _LEASES_HEAD.unpack_from(value)
     if not 1 <= count <= MAX_LEASE_ENTRIES or len(value) != _LEASES_HEAD.size + count * _LEASE_ENTRY.size:
         raise CorruptKeyRecord(f"seal-leases value of {len(value)} bytes does not hold its {count} entries")
@@ -614,16 +619,10 @@ def _decode_leases(key: bytes, value: bytes | None) -> SealLeases | IgnoredRecor
     return SealLeases(key[2:], entries, max_seals, requested_at)
 
 
-def _decode_slot(key: bytes, value: bytes | None) -> SealSlot | IgnoredRecord:
-    if len(key) != 2 + LEASE_ID_SIZE:
-        raise CorruptKeyRecord(f"seal-slot message key of {len(key)} bytes is malformed")
+def _decode_slot(key: bytes, raw: bytes | None) -> SealSlot | IgnoredRecord:
+    value = _binary_value("seal-slot", key, 2 + LEASE_ID_SIZE, raw, _SLOT.size)
     if value is None:
         return IgnoredRecord("slot")
-    if len(value) != _SLOT.size or value[0] != LEASE_VALUE_V1:
-        raise CorruptKeyRecord(
-            f"seal-slot value of {len(value)} bytes is not version 0x01",
-            hint="upgrade strongroom if a newer version wrote it (the record is skipped, not lost)",
-        )
     _, seals, window, requested_at = _SLOT.unpack(value)
     if seals < 1 or window < 1:
         raise CorruptKeyRecord(f"seal slot of {seals} seals in a window of {window}")
