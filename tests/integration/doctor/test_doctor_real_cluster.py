@@ -10,6 +10,7 @@ prove they fix what they claim to fix.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections import defaultdict
@@ -19,7 +20,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from strongroom.cli.main import main
 from strongroom.kafka.config import ClientConfig
@@ -77,10 +83,54 @@ def create_assigned(cluster: KafkaCluster, name: str, replicas: list[int], confi
 
 
 def run_kafka_configs(cluster: KafkaCluster, command: str) -> None:
-    """Run a ``kafka-configs.sh ...`` line doctor printed, through Kafka's own ConfigCommand."""
+    """Run a ``kafka-configs.sh ...`` line doctor printed, through Kafka's own ConfigCommand.
+
+    The tool returns once the controller has the change; each broker applies it when it replays the
+    metadata log, a moment later on a busy machine. So this waits until the brokers that describe the
+    entity show the change, as an operator would re-run doctor after a moment, instead of racing them.
+    """
     args = shlex.split(command)
     assert args[0] == "kafka-configs.sh"
     cluster.run_tool(TOOLS["configs"], *args[1:])
+    wait_until_described(cluster, args[1:])
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def wait_until_described(cluster: KafkaCluster, args: list[str], timeout: float = 30.0) -> None:
+    """Wait until ``describe_configs`` shows what a kafka-configs ``--alter`` line added and deleted."""
+    # key=value pairs joined by commas; a list value is in brackets: cleanup.policy=[compact,delete]
+    added = dict(re.findall(r"([^=,]+)=(\[[^\]]*\]|[^,]*)", _option(args, "--add-config") or ""))
+    deleted = [key for key in (_option(args, "--delete-config") or "").split(",") if key]
+    kind = _option(args, "--entity-type")
+    if kind == "topics":
+        resources = [ConfigResource(ResourceType.TOPIC, _option(args, "--entity-name"))]
+    else:  # brokers: the named broker, or every broker for --entity-default (each describes its own view)
+        name = _option(args, "--entity-name")
+        ids = [name] if name else [str(b) for b in cluster.admin().list_topics(timeout=10).brokers]
+        resources = [ConfigResource(ResourceType.BROKER, broker) for broker in ids]
+    admin = cluster.admin()
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = [admin.describe_configs([r])[r].result(10) for r in resources]
+        if all(
+            all(key in entries and entries[key].value == value.strip("[]") for key, value in added.items())
+            and all(key not in entries or entries[key].is_default or not _dynamic(entries[key]) for key in deleted)
+            for entries in shown
+        ):
+            return
+        assert time.monotonic() < deadline, f"brokers did not apply {args} within {timeout:.0f} s"
+        time.sleep(0.2)
+
+
+def _dynamic(entry: Any) -> bool:
+    return entry.source in (
+        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+    )
 
 
 def test_each_bad_setting_gives_exactly_its_findings(
