@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
+from strongroom.runtime import collector_paused
 
 #: Where librdkafka's own log lines go (connection refused while a broker restarts, and the like).
 LIBRDKAFKA_LOGGER = "strongroom.librdkafka"
@@ -89,11 +90,16 @@ def consume_ready(consumer: Consumer, limit: int, wait: float) -> list[Any]:
     ``consumer.consume(limit, wait)`` returns early only once it holds ``limit`` messages, so a reader
     whose fetch queue is bounded below ``limit`` (or that is simply keeping up) waits the whole ``wait``
     on every call: a catching-up key table spent 60 % of its time there.
+
+    The second call takes what is already fetched without waiting, thousands of messages at once that all
+    live until the caller is done with them: the garbage collector is paused meanwhile
+    (:class:`~strongroom.runtime.CollectorPause`), instead of walking them every 700 new ones.
     """
     first: list[Any] = consumer.consume(1, wait)
     if not first or limit <= 1:
         return first
-    return first + consumer.consume(limit - 1, 0)
+    with collector_paused:
+        return first + consumer.consume(limit - 1, 0)
 
 
 # ------------------------------------------------------------------------------------- the questions

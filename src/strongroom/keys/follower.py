@@ -28,6 +28,7 @@ from strongroom.keys.murmur2 import subject_partition, subject_partitions
 from strongroom.keys.records import ErasureMarker, KeysRecord, SubjectKeyRow, WrappingKeyRecord
 from strongroom.keys.store import ApplyEffects, ApplyItem, KeyStore
 from strongroom.keys.topic import KeysTopic
+from strongroom.runtime import collector_paused
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +231,13 @@ class KeysFollower:
             self.partitions = current
 
     def _apply(self, messages: list[Any]) -> None:
-        batch, next_offsets = self._decode_batch(messages)
-        with self._progress:
-            next_offsets = {p: o for p, o in next_offsets.items() if o > self._applied.get(p, 0)}
-        if not batch and not next_offsets:
-            return
-        effects = self.store.apply(batch, next_offsets)
+        with collector_paused:  # a fetch's records and rows live until it is applied: nothing to collect
+            batch, next_offsets = self._decode_batch(messages)
+            with self._progress:
+                next_offsets = {p: o for p, o in next_offsets.items() if o > self._applied.get(p, 0)}
+            if not batch and not next_offsets:
+                return
+            effects = self.store.apply(batch, next_offsets)
         self._on_effects(effects)
         with self._progress:
             self._applied.update(next_offsets)

@@ -71,7 +71,7 @@ from strongroom.kms.api import Kms
 from strongroom.kms.selector import TemplateKekSelector
 from strongroom.metrics import KeyTableSample
 from strongroom.policies import MissingKek
-from strongroom.runtime import now_ms
+from strongroom.runtime import collector_paused, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class KeyManager:
         ordered = list(dict.fromkeys(subjects))
         for subject in ordered:
             check_subject(subject)
-        with self._lock:
+        with self._lock, collector_paused:
             return self._resolve(ordered)
 
     def charge(self, keys: Mapping[str, KeyOrDecision], seals: Mapping[str, int]) -> dict[str, KeyOrDecision]:
@@ -216,7 +216,7 @@ class KeyManager:
                     f"({self.limits.max_seals}, its usage limit)",
                     hint="write smaller batches, or raise the usage limit (max_seals)",
                 )
-        with self._lock:
+        with self._lock, collector_paused:
             result = dict(keys)
             wanted = {s: n for s, n in seals.items() if n and isinstance(result.get(s), SubjectKey)}
             for _ in range(_MAX_ROUNDS):
