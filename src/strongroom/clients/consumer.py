@@ -58,11 +58,12 @@ from strongroom.clients.sealing import Erased, Failed, KmsDown, Opened, Outcome,
 from strongroom.errors import ConfigError, KafkaError, KeysError, KmsError, StrongroomError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
-from strongroom.kafka.transport import build_consumer, build_producer, error_code
+from strongroom.kafka.transport import build_consumer, build_producer, consume_ready, error_code
 from strongroom.keys.table import KeyTable
 from strongroom.metrics import RecordSample, metrics_for
 from strongroom.policies import OnErasedRecord, OnFailure, OnPending, choose
 from strongroom.rules import EncryptionRules
+from strongroom.runtime import collector_paused
 from strongroom.schemas.registry import SchemaRegistry
 
 if TYPE_CHECKING:
@@ -312,7 +313,8 @@ class DecryptingConsumer:
         if not msgs:
             return 0
         finished: dict[tuple[str, int], int] = {}
-        opened = open_simple(msgs, self._open_target, self._ciphers, out, finished)
+        with collector_paused:  # the opened messages all live on in ``out``: nothing to collect among them
+            opened = open_simple(msgs, self._open_target, self._ciphers, out, finished)
         if opened < len(msgs):
             self._buffer.extendleft(reversed(msgs[opened:]))
         if finished:
@@ -327,7 +329,7 @@ class DecryptingConsumer:
         # A rebalance callback may run inside this call; librdkafka then discards what it had fetched for
         # the old assignment, so every message returned belongs to the current one (the callbacks have
         # already dropped this consumer's own buffered messages of the moved partitions).
-        return list(self._consumer.consume(limit, wait))
+        return consume_ready(self._consumer, limit, wait)
 
     def _store_finished(self, finished: dict[tuple[str, int], int]) -> None:
         offsets = [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in finished.items()]
