@@ -137,14 +137,15 @@ class CollectorPause:
     several objects per item that all stay alive until the batch ends: tuples, rows, keys, callbacks.
     The collector, run every 700 allocations and more and more often over all of the heap as those
     survivors pile up, walks them again and again without ever finding garbage among them: a quarter of
-    a key creation's time and a tenth of a cold key table's catch-up, measured (docs/benchmarks.md, "The
-    collector paused during keys batches"). Paused, it walks them once, at its next pass after the batch.
+    a key creation's time and up to a tenth of a cold key table's catch-up, measured (docs/benchmarks.md,
+    "The collector paused during keys batches"). Paused, it walks them once, at its next pass after the batch.
 
     The same idea as Mercurial's ``nogc`` around its large parses. Pauses nest and may come from several
     threads at once (a writer's batch and its key table's reader): the first turns the collector off,
     the last puts back what it found (a process that had turned it off keeps it off). Reference counting
     frees every object without a cycle as soon as it is unused either way; only cyclic garbage waits,
-    for the length of a batch.
+    for the length of a batch (a batch that waits, for its read-back while a broker is down say, keeps
+    the collector off that long: garbage piles up, nothing is lost).
     """
 
     _lock = threading.Lock()
