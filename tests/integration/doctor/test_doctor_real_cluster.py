@@ -104,33 +104,29 @@ def wait_until_described(cluster: KafkaCluster, args: list[str], timeout: float 
     # key=value pairs joined by commas; a list value is in brackets: cleanup.policy=[compact,delete]
     added = dict(re.findall(r"([^=,]+)=(\[[^\]]*\]|[^,]*)", _option(args, "--add-config") or ""))
     deleted = [key for key in (_option(args, "--delete-config") or "").split(",") if key]
-    kind = _option(args, "--entity-type")
-    if kind == "topics":
+    # the source of a value this line sets: a deleted value is gone once another source answers for it
+    if _option(args, "--entity-type") == "topics":
         resources = [ConfigResource(ResourceType.TOPIC, _option(args, "--entity-name"))]
-    else:  # brokers: the named broker, or every broker for --entity-default (each describes its own view)
-        name = _option(args, "--entity-name")
-        ids = [name] if name else [str(b) for b in cluster.admin().list_topics(timeout=10).brokers]
+        owned = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    elif (name := _option(args, "--entity-name")) is not None:  # one broker
+        resources = [ConfigResource(ResourceType.BROKER, name)]
+        owned = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    else:  # --entity-default: every broker describes its own view of it
+        ids = [str(b) for b in cluster.admin().list_topics(timeout=10).brokers]
         resources = [ConfigResource(ResourceType.BROKER, broker) for broker in ids]
+        owned = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     admin = cluster.admin()
     deadline = time.monotonic() + timeout
     while True:
         shown = [admin.describe_configs([r])[r].result(10) for r in resources]
         if all(
             all(key in entries and entries[key].value == value.strip("[]") for key, value in added.items())
-            and all(key not in entries or entries[key].is_default or not _dynamic(entries[key]) for key in deleted)
+            and all(key not in entries or entries[key].source != owned for key in deleted)
             for entries in shown
         ):
             return
         assert time.monotonic() < deadline, f"brokers did not apply {args} within {timeout:.0f} s"
         time.sleep(0.2)
-
-
-def _dynamic(entry: Any) -> bool:
-    return entry.source in (
-        ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
-        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
-        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
-    )
 
 
 def test_each_bad_setting_gives_exactly_its_findings(
