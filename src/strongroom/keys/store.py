@@ -69,7 +69,7 @@ from strongroom.keys.records import (
 from strongroom.kms.api import Edek
 from strongroom.runtime import pid_alive, release_free_heap
 
-SCHEMA_VERSION: Final = "6"
+SCHEMA_VERSION: Final = "7"
 TEMP_PREFIX: Final = "strongroom-keytable-"
 _TEMP_DIR_RE: Final = re.compile(rf"^{TEMP_PREFIX}(\d+)-")
 
@@ -81,10 +81,10 @@ CREATE TABLE IF NOT EXISTS wrapping_keys (
     created INTEGER NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL, bound INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subject_keys (
-    key_id BLOB PRIMARY KEY, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
+    key_id BLOB PRIMARY KEY NOT NULL, subject TEXT NOT NULL, wk_id BLOB NOT NULL, wrapped BLOB NOT NULL,
     partition INTEGER NOT NULL, offset INTEGER NOT NULL, created INTEGER NOT NULL, kek_ref TEXT NOT NULL,
     exhausted INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS subject_keys_by_subject ON subject_keys (subject, offset);
 CREATE TABLE IF NOT EXISTS seal_counts (key_id BLOB PRIMARY KEY, sealed INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seal_slots (
