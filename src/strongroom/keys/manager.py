@@ -344,7 +344,7 @@ class KeyManager:
 
         states = self.table.subject_states(ordered, warm=current_of)
         for subject in ordered:
-            known = self._known(states[subject], current[subject])
+            known = self._known(states[subject], current.get(subject))  # not asked for a state without keys
             if known is None:
                 need.append(subject)
             else:

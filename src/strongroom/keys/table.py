@@ -633,8 +633,8 @@ class KeyTable:
         self, subjects: Iterable[str], *, warm: Callable[[SubjectState], KeyInfo | None] | None = None
     ) -> dict[str, SubjectState]:
         """:meth:`subject_state` for many subjects at once (a few store queries per 500 subjects); ``warm``
-        picks a key of each state to unwrap into the cache from the rows just read (:meth:`warm` without
-        reading them again)."""
+        picks a key of each state that has keys to unwrap into the cache from the rows just read (:meth:`warm`
+        without reading them again)."""
         self._check_alive()
         wanted = list(dict.fromkeys(subjects))
         with self._lock:
@@ -652,16 +652,19 @@ class KeyTable:
             erasure = None
             if marker is not None:
                 erasure = ErasureInfo(marker.partition, marker.offset, marker.request_id, marker.requested_at_ms)
+            found = keys[subject]
+            if not found:  # a new subject (most of a creating batch): no key to describe
+                states[subject] = SubjectState(subject, placed[subject], (), erasure)
+                continue
             infos = tuple(
                 KeyInfo(
                     k.key_id, k.offset, k.wk_id, k.created_ms, k.kek_ref, _plan_of(lost.get(k.wk_id)), bool(k.exhausted)
                 )
-                for k in keys[subject]
+                for k in found
             )
-            partition = keys[subject][0].partition if infos else placed[subject]
-            states[subject] = SubjectState(subject, partition, infos, erasure)
-        if warm is not None:
-            chosen = {info.key_id for state in states.values() if (info := warm(state)) is not None}
+            states[subject] = SubjectState(subject, found[0].partition, infos, erasure)
+        if warm is not None:  # a state without keys has none to warm
+            chosen = {info.key_id for state in states.values() if state.keys and (info := warm(state)) is not None}
             self._warm_stored((stored for found in keys.values() for stored in found if stored.key_id in chosen), seen)
         return states
 
