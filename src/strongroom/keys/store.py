@@ -124,15 +124,16 @@ INSERT INTO subject_keys (key_id, subject, wk_id, wrapped, partition, offset, cr
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 {_ON_REPEATED_KEY}"""  # noqa: S608 - constant clauses, values bound
 _KEY_COLUMNS = "key_id, subject, wk_id, wrapped, partition, offset, created, kek_ref, exhausted"
-#: Page cache of the store's connection. A catch-up inserts at random places of two B-trees (key id,
-#: subject); with the inner pages cached, each insert touches about one leaf page per tree. A bound, not
-#: a share of the store: the same at one million subjects and at ten.
+#: Page cache of the store's connection. A catch-up appends its subject keys to the table and inserts at
+#: random places of two indexes (key id, subject); with their inner pages cached, each insert touches about
+#: one leaf page per index. A bound, not a share of the store: the same at one million subjects and at ten.
 _CACHE_KIB: Final = 65536
 #: A transaction this large keeps the original of every page it changes in SQLite's in-memory journal
-#: (journal_mode=MEMORY: no copy of a key on disk): 87 MiB for 20,000 new keys at 1M subjects, 134 MiB
-#: at 10M. Freed at commit, but glibc keeps it in the applying thread's arena, so the peak would stay
-#: resident and grow with the store; after such a transaction the freed heap goes back to the OS, at most
-#: once per _TRIM_INTERVAL_S (giving it back and faulting it in again costs a few ms).
+#: (journal_mode=MEMORY: no copy of a key on disk): tens of MiB for 20,000 new keys (87 MiB at 1M subjects
+#: while the table itself was ordered by key id, store schema 6). Freed at commit, but glibc keeps it in the
+#: applying thread's arena, so the peak would stay resident and grow with the store; after such a transaction
+#: the freed heap goes back to the OS, at most once per _TRIM_INTERVAL_S (giving it back and faulting it in
+#: again costs a few ms).
 _TRIM_AFTER_RECORDS: Final = 1000
 _TRIM_INTERVAL_S: Final = 1.0
 
@@ -359,7 +360,7 @@ class KeyStore:
 
         Each item is ``(partition, offset, record)`` or a subject-key row as the follower decodes it
         (:func:`~strongroom.keys.records.subject_key_row`). Consecutive subject keys are inserted in one
-        ``executemany``, sorted by key id (the primary key: neighbouring pages, fewer page visits); their
+        ``executemany``, sorted by key id (neighbouring pages of the key-id index, fewer page visits); their
         order among themselves does not matter, only their order against other records, which is kept.
         """
         effects = ApplyEffects()
