@@ -665,7 +665,7 @@ class KeyTable:
             states[subject] = SubjectState(subject, found[0].partition, infos, erasure)
         if warm is not None:  # a state without keys has none to warm
             chosen = {info.key_id for state in states.values() if state.keys and (info := warm(state)) is not None}
-            self._warm_stored((stored for found in keys.values() for stored in found if stored.key_id in chosen), seen)
+            self._warm_stored((stored for rows in keys.values() for stored in rows if stored.key_id in chosen), seen)
         return states
 
     def current_key(self, subject: str) -> SubjectKey | None:
