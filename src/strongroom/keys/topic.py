@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -171,20 +171,39 @@ class KeysWriter:
         offsets: list[int | None] = [None] * len(messages)
         failures: list[str] = []
         acknowledged = self.acknowledged
+        # One delivery report for the whole batch (a closure per record, and produce's keyword arguments,
+        # cost more than producing it). It finds a record's place by its partition and message key; a
+        # (partition, key) written twice in one batch is matched in produce order.
+        first: dict[tuple[int, bytes], int] = {}
+        later: dict[tuple[int, bytes], deque[int]] = {}
 
-        def report(index: int) -> Callable[[Any, Any], None]:
-            def on_delivery(err: Any, msg: Any) -> None:
-                if err is not None:
-                    failures.append(str(err))
-                else:
-                    offsets[index] = msg.offset()
-                    acknowledged[msg.partition()] += 1
+        def on_delivery(err: Any, msg: Any) -> None:
+            place = (msg.partition(), msg.key())
+            index = first.pop(place, None)
+            if index is None:
+                queue = later.get(place)
+                if not queue:
+                    failures.append(f"a delivery report for a record this batch did not write ({place[0]})")
+                    return
+                index = queue.popleft()
+            if err is not None:
+                failures.append(str(err))
+            else:
+                offsets[index] = msg.offset()
+                acknowledged[place[0]] += 1
 
-            return on_delivery
-
+        topic, produce = self.topic, self._producer.produce
         try:
             for index, (partition, key, value) in enumerate(messages):
-                self._produce(key, value, partition, report(index))
+                place = (partition, key)
+                if place in first or place in later:
+                    later.setdefault(place, deque()).append(index)
+                else:
+                    first[place] = index
+                try:
+                    produce(topic, value, key, partition, on_delivery)  # positional: keywords cost 1-2 µs
+                except BufferError:
+                    self._produce(key, value, partition, on_delivery)  # waits for room
         except BufferError:
             self._producer.flush(timeout)
             raise error(f"the producer queue is full after {len(messages)} records to {self.topic!r}") from None
@@ -200,7 +219,7 @@ class KeysWriter:
     def _produce(self, key: bytes, value: bytes | None, partition: int, callback: Callable[[Any, Any], None]) -> None:
         while True:
             try:
-                self._producer.produce(self.topic, key=key, value=value, partition=partition, on_delivery=callback)
+                self._producer.produce(self.topic, value, key, partition, callback)
                 return
             except BufferError:
                 if self._producer.poll(1.0) == 0 and len(self._producer) == 0:

@@ -13,7 +13,9 @@ from pathlib import Path
 from strongroom.envelope import RecordContext, decrypt_value, seal
 from strongroom.kafka.config import ClientConfig
 from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy, subject_partition
-from strongroom.keys.topic import KeysTopic
+from strongroom.keys.errors import KeyCreationFailed
+from strongroom.keys.records import NudgeRecord, encode
+from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.kms.metered import MeteredKms
 
 HERE = Path(__file__).parent
@@ -158,3 +160,22 @@ def test_warm_loads_a_batch_of_keys_and_leaves_erased_and_unknown_ones_to_lookup
                 raise AssertionError("an erased key was served")
             assert reader.lookup(key.key_id, subject) == key.key
         assert reader.stats()["lru"]["misses"] == misses + 1  # only the erased key missed the cache
+
+
+def test_the_writer_returns_each_records_own_offset_with_repeated_keys_and_interleaved_partitions(
+    client: ClientConfig, keys_topic: str
+) -> None:
+    """One delivery report serves a whole batch (:class:`KeysWriter`): each record still gets its own offset,
+    in the order written, also when a (partition, message key) repeats within the batch; read back, every
+    offset holds the record written there."""
+    topic = KeysTopic(client, keys_topic)
+    before = {p: high for p, (_, high) in topic.watermarks().items()}
+    batch = [(p, NudgeRecord(p, 1_000 + n)) for n in range(5) for p in (0, 1, 0)]  # key per partition: repeated
+    with KeysWriter(client, keys_topic) as writer:
+        offsets = writer.write(batch, error=KeyCreationFailed)
+        assert writer.acknowledged == {0: 10, 1: 5}
+    expected = {p: iter(range(before[p], before[p] + 10)) for p in (0, 1)}
+    assert offsets == [next(expected[p]) for p, _ in batch]  # a partition's records in produce order
+    written = {(p, offset): record for (p, record), offset in zip(batch, offsets, strict=True)}
+    read = {(r.partition, r.offset): r.value for r in topic.scan(partitions=[0, 1]) if r.offset >= before[r.partition]}
+    assert read == {place: encode(record)[1] for place, record in written.items()}
