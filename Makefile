@@ -20,9 +20,10 @@ JAVA_SOURCE_LIST := build/dataplane-sources.txt
 $(shell mkdir -p build && printf '%s\n' $(JAVA_SOURCES) > $(JAVA_SOURCE_LIST).new && \
   { cmp -s $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST) && rm -f $(JAVA_SOURCE_LIST).new || mv $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST); })
 JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
-# The consumer's native opener (src/strongroom/clients/_gcm.c, issue 18): C against the virtualenv's Python
-# headers and the system's OpenSSL 3 (libssl-dev), every warning an error.
-NATIVE_OPENER := src/strongroom/clients/_gcm.so
+# Native AES-256-GCM loops (src/strongroom/crypto/_gcm.c: the consumer's opener, issue 18; new subject keys,
+# issue 13): C against the virtualenv's Python headers and the system's OpenSSL 3 (libssl-dev), every warning
+# an error.
+NATIVE_OPENER := src/strongroom/crypto/_gcm.so
 NATIVE_CFLAGS := -O2 -fPIC -shared -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -fvisibility=hidden
 
 .PHONY: all install dataplane system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
@@ -40,8 +41,8 @@ $(DEPS_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# The native opener: rebuilt when its source changes. Needs a C compiler and OpenSSL's headers (libssl-dev).
-$(NATIVE_OPENER): src/strongroom/clients/_gcm.c | $(DEPS_STAMP)
+# The native AES-GCM loops: rebuilt when their source changes. Needs a C compiler and OpenSSL's headers (libssl-dev).
+$(NATIVE_OPENER): src/strongroom/crypto/_gcm.c | $(DEPS_STAMP)
 	@command -v cc >/dev/null && [ -f /usr/include/openssl/evp.h ] || { echo "error: a C compiler and OpenSSL's headers are needed (apt-get install gcc libssl-dev)"; exit 1; }
 	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< -lcrypto && mv $@.tmp $@

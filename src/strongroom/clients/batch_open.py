@@ -38,7 +38,7 @@ from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
 
 try:  # the native opener, built by `make` from _gcm.c (issue 18); without it the Python loop opens every record
-    from strongroom.clients._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_run
+    from strongroom.crypto._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_run
 except ImportError:  # pragma: no cover - an install without the project's build
     Gcm = AESGCM  # type: ignore[misc,assignment]
     configure = open_run = None  # type: ignore[assignment]
@@ -68,7 +68,7 @@ Cipher = Gcm | AESGCM
 
 
 def ready_cipher(dek: bytes) -> Cipher:
-    """The cipher :class:`KeyCiphers` keeps for ``dek``: a :class:`~strongroom.clients._gcm.Gcm`, which the
+    """The cipher :class:`KeyCiphers` keeps for ``dek``: a :class:`~strongroom.crypto._gcm.Gcm`, which the
     native opener can use, when it is built; else ``cryptography``'s (shared through :data:`CIPHERS`)."""
     return Gcm(dek) if NATIVE else CIPHERS.get(dek)
 

@@ -1,7 +1,8 @@
 /*
- * strongroom.clients._gcm: the consumer's native opener (issue 18).
+ * strongroom.crypto._gcm: native AES-256-GCM for the two hot loops that are nothing but it: the decrypting
+ * consumer's opener (issue 18) and the key manager's batch of new subject keys (issue 13).
  *
- * Two things, both built by `make` from this file against the system's OpenSSL (libcrypto 3) and the
+ * Three things, all built by `make` from this file against the system's OpenSSL (libcrypto 3) and the
  * virtualenv's Python headers; nothing here is a cipher of its own:
  *
  *   Gcm(key)            an AES-256-GCM key ready to decrypt with OpenSSL's EVP interface
@@ -18,6 +19,12 @@
  *                       judges it exactly as before. So this file decides nothing the Python path does
  *                       not; it only skips the interpreter for records that path would open.
  *
+ *   wrap_subject_keys(...)  keys.wrapping.new_wrapped_subject_keys for a batch (issue 13): each new subject
+ *                       key sealed under its wrapping key with EVP_aes_256_gcm, the same AAD and layout, from
+ *                       randomness the caller drew (os.urandom). Equal to the Python loop byte for byte
+ *                       (tests/unit/keys/test_keys_wrapping.py); one EVP context per batch, freed (cleansed)
+ *                       before it returns.
+ *
  * The GIL is held throughout (no Python code runs meanwhile, so a Gcm is never used by two threads).
  */
 #define PY_SSIZE_T_CLEAN
@@ -33,6 +40,13 @@
 #define NONCE_END (HEADER_END + NONCE_SIZE)
 #define MIN_SIZE (NONCE_END + TAG_SIZE)
 #define N_FIELDS 12
+/* wrap_subject_keys: a subject key, its id, the wrapping nonce; the AAD's label, the subject's size (u32be) */
+#define SK_ID_SIZE 16
+#define WK_ID_SIZE 16
+#define SK_MATERIAL (KEY_SIZE + SK_ID_SIZE + NONCE_SIZE)
+#define WRAPPED_SIZE (NONCE_SIZE + KEY_SIZE + TAG_SIZE)
+#define MAX_LABEL 64
+#define MAX_SUBJECT 4096
 
 /* ---- Gcm ------------------------------------------------------------------------------------------- */
 
@@ -123,7 +137,7 @@ static PyMethodDef gcm_methods[] = {
 };
 
 static PyTypeObject GcmType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strongroom.clients._gcm.Gcm",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strongroom.crypto._gcm.Gcm",
     .tp_basicsize = sizeof(GcmObject),
     .tp_dealloc = (destructor)gcm_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -338,17 +352,102 @@ static PyObject *open_run(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(index);
 }
 
+/* ---- wrap_subject_keys ----------------------------------------------------------------------------- */
+
+/* nonce ‖ AES-256-GCM(wk, sk) ‖ tag into out (WRAPPED_SIZE bytes), AAD = label ‖ u32be(len subject) ‖
+ * subject ‖ key id ‖ WK id. 1 on success. */
+static int wrap_one(EVP_CIPHER_CTX *ctx, const unsigned char *sk, const unsigned char *nonce, const unsigned char *aad,
+                    int aad_len, unsigned char *out) {
+    int len = 0;
+    memcpy(out, nonce, NONCE_SIZE);
+    return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
+           EVP_EncryptUpdate(ctx, NULL, &len, aad, aad_len) == 1 &&
+           EVP_EncryptUpdate(ctx, out + NONCE_SIZE, &len, sk, KEY_SIZE) == 1 && len == KEY_SIZE &&
+           EVP_EncryptFinal_ex(ctx, out + NONCE_SIZE + KEY_SIZE, &len) == 1 && len == 0 &&
+           EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_SIZE, out + NONCE_SIZE + KEY_SIZE) == 1;
+}
+
+static PyObject *wrap_subject_keys(PyObject *module, PyObject *args) {
+    Py_buffer key, label, wk_id, material;
+    PyObject *subjects, *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!y*:wrap_subject_keys", &key, &label, &wk_id, &PyList_Type, &subjects,
+                          &material))
+        return NULL;
+    EVP_CIPHER_CTX *ctx = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(subjects);
+    if (key.len != KEY_SIZE || wk_id.len != WK_ID_SIZE || label.len > MAX_LABEL || material.len != n * SK_MATERIAL) {
+        PyErr_SetString(PyExc_ValueError, "wrap_subject_keys: a 32-byte key, a 16-byte WK id, a label of at most "
+                                          "64 bytes and 60 bytes of randomness per subject");
+        goto done;
+    }
+    ctx = EVP_CIPHER_CTX_new();
+    if (ctx == NULL || EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key.buf, NULL) != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not set up AES-256-GCM");
+        goto done;
+    }
+    result = PyList_New(n);
+    if (result == NULL) goto done;
+    unsigned char aad[MAX_LABEL + 4 + MAX_SUBJECT + SK_ID_SIZE + WK_ID_SIZE];
+    memcpy(aad, label.buf, label.len);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *subject = PyList_GET_ITEM(subjects, i);
+        if (!PyBytes_Check(subject) || PyBytes_GET_SIZE(subject) > MAX_SUBJECT) {
+            PyErr_SetString(PyExc_ValueError, "wrap_subject_keys: each subject is bytes of at most 4096");
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_ssize_t size = PyBytes_GET_SIZE(subject);
+        const unsigned char *base = (const unsigned char *)material.buf + i * SK_MATERIAL;
+        unsigned char *at = aad + label.len;
+        at[0] = (unsigned char)(size >> 24), at[1] = (unsigned char)(size >> 16);
+        at[2] = (unsigned char)(size >> 8), at[3] = (unsigned char)size;
+        memcpy(at + 4, PyBytes_AS_STRING(subject), size);
+        memcpy(at + 4 + size, base + KEY_SIZE, SK_ID_SIZE);
+        memcpy(at + 4 + size + SK_ID_SIZE, wk_id.buf, WK_ID_SIZE);
+        int aad_len = (int)(label.len + 4 + size + SK_ID_SIZE + WK_ID_SIZE);
+        PyObject *key_id = PyBytes_FromStringAndSize((const char *)base + KEY_SIZE, SK_ID_SIZE);
+        PyObject *sk = PyBytes_FromStringAndSize((const char *)base, KEY_SIZE);
+        PyObject *wrapped = PyBytes_FromStringAndSize(NULL, WRAPPED_SIZE);
+        PyObject *made = NULL;
+        if (key_id != NULL && sk != NULL && wrapped != NULL) {
+            if (wrap_one(ctx, base, base + KEY_SIZE + SK_ID_SIZE, aad, aad_len,
+                         (unsigned char *)PyBytes_AS_STRING(wrapped)))
+                made = PyTuple_Pack(3, key_id, sk, wrapped);
+            else
+                PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not seal a subject key");
+        }
+        Py_XDECREF(key_id);
+        Py_XDECREF(sk);
+        Py_XDECREF(wrapped);
+        if (made == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, made);
+    }
+done:
+    EVP_CIPHER_CTX_free(ctx); /* cleanses the key schedule; NULL is fine */
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&label);
+    PyBuffer_Release(&wk_id);
+    PyBuffer_Release(&material);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(message_type, slot_setters, decrypted_status, marker_name): how open_run builds its messages."},
     {"open_run", open_run, METH_VARARGS,
      "open_run(msgs, start, topic, marker, bound_topic, openers, ciphers, out, finished) -> index of the first "
      "record it did not open (len(msgs) when it opened all)."},
+    {"wrap_subject_keys", wrap_subject_keys, METH_VARARGS,
+     "wrap_subject_keys(wk, label, wk_id, subjects, material) -> [(key id, subject key, wrapped)]: "
+     "keys.wrapping.new_wrapped_subject_keys in one call."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "strongroom.clients._gcm",
+    PyModuleDef_HEAD_INIT, "strongroom.crypto._gcm",
     "The consumer's native opener: AES-256-GCM through OpenSSL's EVP and batch_open's loop for simple records.",
     -1, module_methods,
 };

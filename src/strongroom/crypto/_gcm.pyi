@@ -1,8 +1,6 @@
-"""Types of the native opener (``_gcm.c``, built by ``make``)."""
+"""Types of the native AES-256-GCM helpers (``_gcm.c``, built by ``make``)."""
 
 from typing import Any
-
-from strongroom.clients.records import DecryptedMessage
 
 HEADER_END: int
 MIN_SIZE: int
@@ -13,8 +11,10 @@ class Gcm:
     def __init__(self, key: bytes) -> None: ...
     def decrypt(self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None) -> bytes: ...
 
-def configure(message_type: type[DecryptedMessage], slot_setters: tuple[Any, ...], decrypted_status: Any,
+def configure(message_type: type[Any], slot_setters: tuple[Any, ...], decrypted_status: Any,
               marker_name: str) -> None: ...  # fmt: skip
 def open_run(msgs: Any, start: int, topic: str | None, marker: tuple[str, bytes | None], bound_topic: str,
              openers: dict[tuple[bytes, bytes, str], tuple[bytes, bytes, str]], ciphers: dict[bytes, Any],
-             out: list[DecryptedMessage], finished: dict[tuple[str, int], int]) -> int: ...  # fmt: skip
+             out: list[Any], finished: dict[tuple[str, int], int]) -> int: ...  # fmt: skip
+def wrap_subject_keys(wk: bytes, label: bytes, wk_id: bytes, subjects: list[bytes],
+                      material: bytes) -> list[tuple[bytes, bytes, bytes]]: ...  # fmt: skip

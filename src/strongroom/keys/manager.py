@@ -37,8 +37,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from strongroom.crypto.aead import generate_dek
 from strongroom.envelope.errors import SubjectErased
 from strongroom.kafka.config import ClientConfig
@@ -55,7 +53,7 @@ from strongroom.keys.records import (
     subject_key_message,
     wk_edek_context,
 )
-from strongroom.keys.table import ErasureInfo, KeyInfo, KeyTable, SubjectKey, SubjectState
+from strongroom.keys.table import ErasureInfo, KeyInfo, KeyTable, SubjectKey, SubjectState, stored_subject_key
 from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
 from strongroom.keys.usage import Charge, SealLedger, SubjectKeyLimits, new_lease_id
@@ -368,8 +366,7 @@ class KeyManager:
             self.table.wait_for_offsets(targets, self.timeout)
             if rounds == 1 and _only_own_records(applied_before, targets, self._writer.acknowledged - written_before):
                 result.update(created)  # nothing else reached these partitions: every own key is current
-                for key in created.values():
-                    self.ledger.created(key.key_id)
+                self.ledger.created_many([key.key_id for key in created.values()])
                 break
             need = []
             unused: list[SubjectKey] = []
@@ -471,9 +468,8 @@ class KeyManager:
                 f"the current key {info.key_id.hex()} of a subject cannot be unwrapped: its wrapping key "
                 f"{info.wk_id.hex()} is not in {self.topic!r}"
             )
-        return SubjectKey(
-            state.subject, info.key_id, key, info.wk_id, state.partition, info.offset, created_ms=info.created_ms
-        )
+        return stored_subject_key(state.subject, info.key_id, key, info.wk_id, state.partition, info.offset,
+                                  info.created_ms)  # fmt: skip
 
     def _decision(self, subject: str, erasure: ErasureInfo) -> PolicyDecision:
         self.counters["policy_decisions"] += 1
@@ -490,7 +486,7 @@ class KeyManager:
             chunk = subjects[start : start + step]
             wk = self._wrapping_key(len(chunk))
             raws = [subject.encode("utf-8") for subject in chunk]  # checked in get_or_create
-            made = new_wrapped_subject_keys(wk.cipher, wk.wk_id, raws)
+            made = new_wrapped_subject_keys(wk.key, wk.wk_id, raws)
             now, kek_ref, wk_id = now_ms(), wk.kek_ref.encode("utf-8"), wk.wk_id
             messages = [
                 (partitions[subject], *subject_key_message(raw, key_id, wk_id, wrapped, now, kek_ref))
@@ -499,7 +495,7 @@ class KeyManager:
             wk.used += len(chunk)
             offsets = self._writer.write_messages(messages, error=KeyCreationFailed, timeout=self.timeout)
             for subject, (key_id, sk, _), offset in zip(chunk, made, offsets, strict=True):
-                created[subject] = SubjectKey(subject, key_id, sk, wk_id, partitions[subject], offset, created_ms=now)
+                created[subject] = stored_subject_key(subject, key_id, sk, wk_id, partitions[subject], offset, now)
             self.counters["created"] += len(chunk)
         return created
 
@@ -521,7 +517,7 @@ class KeyManager:
         self.table.remember_wrapping_key(wk_id, plaintext)
         self.counters["wrapping_keys_created"] += 1
         self._wk = ActiveWrappingKey(
-            wk_id, edek.kek_ref, AESGCM(plaintext), clock(), self.wrapping.max_keys, self.wrapping.max_age
+            wk_id, edek.kek_ref, plaintext, clock(), self.wrapping.max_keys, self.wrapping.max_age
         )
         log.info("new wrapping key %s under KEK %s", wk_id.hex(), edek.kek_ref)
         return self._wk

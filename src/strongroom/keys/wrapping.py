@@ -26,10 +26,17 @@ from strongroom.crypto.aead import KEY_SIZE, generate_dek
 from strongroom.keys.errors import KeysConfigError, WrappingKeyUnavailable
 from strongroom.keys.records import KEY_ID_SIZE, WK_ID_SIZE
 
+try:  # built by `make` from crypto/_gcm.c; without it the Python loop below wraps each key
+    from strongroom.crypto._gcm import wrap_subject_keys as _native_wrap
+except ImportError:  # pragma: no cover - `make` builds it; a source checkout without a compiler still works
+    _native_wrap = None  # type: ignore[assignment]
+
 _AAD_LABEL: Final = b"strongroom/sk/v1"
 _NONCE_SIZE: Final = 12
 WRAPPED_SK_SIZE: Final = _NONCE_SIZE + KEY_SIZE + 16
 _U32: Final = struct.Struct(">I")
+#: Randomness of one new subject key: the key, its id, its wrapping nonce.
+_MATERIAL_SIZE: Final = KEY_SIZE + KEY_ID_SIZE + _NONCE_SIZE
 
 #: Defaults decided with the lead: a WK wraps at most a million subject keys, or for thirty days.
 DEFAULT_WK_MAX_KEYS: Final = 1_000_000
@@ -55,15 +62,27 @@ def wrap_subject_key(wk: AESGCM, sk: bytes, subject: bytes, key_id: bytes, wk_id
     return nonce + wk.encrypt(nonce, sk, sk_aad(subject, key_id, wk_id))
 
 
-def new_wrapped_subject_keys(wk: AESGCM, wk_id: bytes, subjects: list[bytes]) -> list[tuple[bytes, bytes, bytes]]:
-    """``(key id, subject key, wrapped subject key)`` for each subject: a batch of new keys.
+def new_wrapped_subject_keys(wk: bytes, wk_id: bytes, subjects: list[bytes]) -> list[tuple[bytes, bytes, bytes]]:
+    """``(key id, subject key, wrapped subject key)`` for each subject: a batch of new keys under the wrapping
+    key ``wk`` (its 32 bytes).
 
     The randomness of the whole batch (key, key id and wrapping nonce of each) comes from one
-    ``os.urandom`` call and is sliced; everything else is :func:`wrap_subject_key` per key.
+    ``os.urandom`` call and is sliced; the wraps are :func:`wrap_subject_key` per key, in one native call when
+    ``make`` built it (:func:`wrap_with_randomness`).
     """
-    size = KEY_SIZE + KEY_ID_SIZE + _NONCE_SIZE
-    material = os.urandom(size * len(subjects))
-    encrypt = wk.encrypt
+    return wrap_with_randomness(wk, wk_id, subjects, os.urandom(_MATERIAL_SIZE * len(subjects)))
+
+
+def wrap_with_randomness(
+    wk: bytes, wk_id: bytes, subjects: list[bytes], material: bytes, *, native: bool = True
+) -> list[tuple[bytes, bytes, bytes]]:
+    """:func:`new_wrapped_subject_keys` from given randomness (60 bytes a subject: key, key id, nonce).
+    ``native=False`` takes the Python loop, which the native one equals byte for byte (the tests hold them
+    to each other)."""
+    if native and _native_wrap is not None:
+        return _native_wrap(wk, _AAD_LABEL, wk_id, subjects, material)
+    encrypt = AESGCM(wk).encrypt
+    size = _MATERIAL_SIZE
     made: list[tuple[bytes, bytes, bytes]] = []
     for index, subject in enumerate(subjects):
         base = index * size
@@ -97,7 +116,8 @@ class ActiveWrappingKey:
 
     wk_id: bytes
     kek_ref: str
-    cipher: AESGCM = field(repr=False)
+    #: The wrapping key itself (in memory only, like every key table's unwrapped WKs).
+    key: bytes = field(repr=False)
     created: float
     max_keys: int
     max_age: float

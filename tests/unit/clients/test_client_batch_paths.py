@@ -2,7 +2,7 @@
 
 Real envelopes and real confluent-kafka ``Message`` objects; the key source is an in-memory stand-in
 for the key table's lookup contract (as in test_client_sealing.py). The consumer's native opener
-(``clients/_gcm.c``, built by ``make``) is held to the Python path's answers: its AES-256-GCM against
+(``crypto/_gcm.c``, built by ``make``) is held to the Python path's answers: its AES-256-GCM against
 ``cryptography``'s (frozen vectors, random inputs tampered or not), and ``open_simple`` with the native
 loop against ``open_simple`` without it over random batches of every record shape.
 """
@@ -313,7 +313,7 @@ NATIVE_VECTORS = sorted((Path(__file__).parents[2] / "compat" / "vectors").glob(
 
 
 def test_the_project_build_makes_the_native_opener() -> None:
-    assert batch_open.NATIVE, "strongroom/clients/_gcm.so is missing: `make` builds it (needs gcc and libssl-dev)"
+    assert batch_open.NATIVE, "strongroom/crypto/_gcm.so is missing: `make` builds it (needs gcc and libssl-dev)"
     assert isinstance(batch_open.ready_cipher(os.urandom(32)), batch_open.Gcm)
 
 

@@ -95,6 +95,23 @@ def test_a_forgotten_balance_is_leased_again_never_granted_free() -> None:
     assert ledger.charge(K2, None, 1) is Charge.SEAL
 
 
+def test_a_batch_of_created_keys_is_credited_as_one_by_one_would() -> None:
+    """``created_many`` (a creating batch's keys at once) leaves the ledger as ``created`` per key does: the
+    same balances, the same oldest balances dropped at capacity, the same generation."""
+    keys = [bytes([n]) * 16 for n in range(1, 6)]
+    one_by_one = SealLedger(SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5), capacity=3)
+    batched = SealLedger(SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5), capacity=3)
+    for ledger in (one_by_one, batched):
+        ledger.granted(keys[1], 7)  # already held: credited again, and now the newest
+        ledger.granted(keys[4], 2)
+    for key_id in keys[:4]:
+        one_by_one.created(key_id)
+    batched.created_many(keys[:4])
+    assert [batched.balance(k) for k in keys] == [one_by_one.balance(k) for k in keys] == [0, 5, 5, 5, 0]
+    assert batched.generation == one_by_one.generation == 2
+    assert [batched.fresh(k) for k in keys] == [one_by_one.fresh(k) for k in keys] == [True, False, False, False, True]
+
+
 # ---------------------------------------------------------------------------- records
 def test_a_lease_round_trips_and_names_no_subject() -> None:
     record = lease(K1, 10, 100)
