@@ -148,18 +148,7 @@ def _show(name: str) -> str:
 
 
 def load_json_object(value: bytes) -> dict[str, Any]:
-    """Decode a record value as a JSON object, or raise :class:`NotJson` / :class:`NotJsonObject`.
-
-    A document already spelt as strongroom writes it (every strongroom writer's output) or as Python's
-    ``json.dumps`` does by default is read by orjson (:func:`_well_spelt_object`); anything else by the strict
-    stdlib decoder (:func:`_strict_json_object`), which judges it.
-    """
-    document = _well_spelt_object(value)
-    return document if document is not None else _strict_json_object(value)
-
-
-def _strict_json_object(value: bytes) -> dict[str, Any]:
-    """:func:`load_json_object` by the strict stdlib decoder: any bytes, judged."""
+    """Decode a record value as a JSON object, or raise :class:`NotJson` / :class:`NotJsonObject`."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -181,52 +170,6 @@ def _strict_json_object(value: bytes) -> dict[str, Any]:
     if _ESCAPE in value:
         _json_bytes(document)  # a lone surrogate escape anywhere is refused, written back or not
     return document
-
-
-_DIGITS: Final = frozenset(b"0123456789")
-
-
-def _may_spell_a_double_apart(value: bytes) -> bool:
-    """True if ``value`` (see :func:`_well_spelt_object`) may hold a double that orjson and ``float.__repr__`` (the
-    canonical writer) spell differently: one with an exponent (both write a digit, ``e``, a sign, a digit) or one
-    below 1e-4 written out (orjson ``0.00001``, repr ``1e-05``). Elsewhere they agree."""
-    if b"0.0000" in value:
-        return True
-    end = len(value) - 2
-    for sign in (b"e-", b"e+"):
-        at = value.find(sign, 1)
-        while 0 < at < end:
-            if value[at - 1] in _DIGITS and value[at + 2] in _DIGITS:
-                return True
-            at = value.find(sign, at + 2)
-    return False
-
-
-#: ``json.dumps``'s default spelling (``", "`` and ``": "``, non-ASCII escaped): what a Python producer usually
-#: hands over.
-_PYTHON_DEFAULT: Final = json.JSONEncoder()
-
-
-def _well_spelt_object(value: bytes) -> dict[str, Any] | None:
-    """``value`` as an object when it is byte for byte what strongroom (the canonical form) or Python's
-    ``json.dumps`` (its defaults) writes for the object it holds, else None.
-
-    orjson reads it (a tenth of the strict decoder's time) and it is written back in those two spellings; only
-    if one gives ``value`` again is the reading used. That comparison is the strictness: a member named twice
-    reads as one member (the bytes differ), an escape or whitespace those writers would not write differs,
-    NaN, lone surrogates, numbers beyond a double and nesting past 1024 do not read. Doubles whose orjson and
-    canonical spellings may differ are left to the strict path (:func:`_may_spell_a_double_apart`), so a double
-    here reads as the plain ``float`` the canonical writer spells exactly as :func:`_json_bytes` would.
-    """
-    try:
-        document = _orjson_loads(value)
-        if type(document) is not dict:
-            return None
-        if _orjson_dumps(document) != value and _PYTHON_DEFAULT.encode(document).encode("ascii") != value:
-            return None
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError, ValueError, RecursionError):
-        return None
-    return None if _may_spell_a_double_apart(value) else document
 
 
 def _decode_field(value: str) -> bytes:
