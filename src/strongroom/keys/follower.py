@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -78,8 +78,7 @@ class KeysFollower:
         self.eof: set[int] = set()
         self.corrupt_wks: set[bytes] = set()
         self.problems: deque[str] = deque(maxlen=_MAX_PROBLEMS)
-        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0, "misplaced": 0, "leases_skipped": 0,
-                         "own_rows": 0}  # fmt: skip
+        self.counters = {"records": 0, "corrupt": 0, "tombstones": 0, "misplaced": 0, "leases_skipped": 0}
         #: Seal-lease records are passed over unread (a table that never backs a writer, KeyTable's seal_usage).
         self.skip_leases = skip_leases
         #: The partition count subjects were placed by (the layout record's; the topic's until it is read).
@@ -90,9 +89,6 @@ class KeysFollower:
         self._probe: Consumer | None = None
         self._probe_lock = threading.Lock()
         self._ready = threading.Event()
-        #: Subject-key messages this process is writing (message key → value, and the row's parts around
-        #: partition and offset), so their read-back is not decoded again (:meth:`expect_own`).
-        self._own: dict[bytes, tuple[bytes, tuple[bytes, str, bytes, bytes], tuple[int, str]]] = {}
 
     # ------------------------------------------------------------------ life cycle
     def start(self, on_ready: Callable[[], None]) -> None:
@@ -166,18 +162,6 @@ class KeysFollower:
             if self._probe is None:
                 self._probe = new_consumer(self.client, "strongroom-keys-probe", {"log_level": 0})
             return {p: watermarks(self._probe, self.topic, p, timeout=15) for p in wanted}
-
-    def expect_own(self, rows: Iterable[tuple[bytes, bytes, SubjectKeyRow]]) -> None:
-        """Subject-key messages (``message key, value, row``) about to be written by this process: read back
-        with exactly these bytes, each becomes its row (at the offset it was read at) without being decoded
-        again. The row must be what :func:`~strongroom.keys.records.subject_key_row` gives for those bytes
-        (the key manager builds both from the same parts; a test holds them to each other); the partition
-        check still runs on it. An entry is used once; :meth:`forget_own` drops those of a failed write."""
-        self._own.update((key, (value, row[:4], row[6:])) for key, value, row in rows)
-
-    def forget_own(self, keys: Iterable[bytes]) -> None:
-        for key in keys:
-            self._own.pop(key, None)
 
     # ------------------------------------------------------------------ the thread
     def _run(self, on_ready: Callable[[], None]) -> None:
@@ -271,7 +255,6 @@ class KeysFollower:
         applied = self._applied
         rows: list[int] = []  # positions in batch of subject-key rows (their partition is checked below)
         decoded = 0
-        own, own_rows = self._own, 0
         for msg in messages:
             partition = msg.partition()
             err = msg.error()
@@ -291,12 +274,6 @@ class KeysFollower:
             decoded += 1
             key, value = msg.key(), msg.value()
             if value is not None and key is not None and key[:2] == records.SUBJECT_KEY_PREFIX:
-                mine = own.pop(key, None) if own else None
-                if mine is not None and mine[0] == value:  # the very bytes this process wrote: their row
-                    batch.append((*mine[1], partition, offset, *mine[2]))
-                    rows.append(len(batch) - 1)
-                    own_rows += 1
-                    continue
                 try:
                     batch.append(records.subject_key_row(key, value, partition, offset))
                 except CorruptKeyRecord as exc:
@@ -311,7 +288,6 @@ class KeysFollower:
             if record is not None:
                 batch.append((partition, offset, record))
         self.counters["records"] += decoded
-        self.counters["own_rows"] += own_rows
         if rows:
             self._drop_misplaced(batch, rows)
         return [item for item in batch if item is not None], next_offsets

@@ -493,17 +493,7 @@ class KeyManager:
                 for subject, raw, (key_id, _, wrapped) in zip(chunk, raws, made, strict=True)
             ]
             wk.used += len(chunk)
-            # what the read-back will decode these records to, so the key table does not decode them again
-            kek_text = wk.kek_ref
-            self.table.expect_own(
-                (key, value, (key_id, subject, wk_id, wrapped, partition, -1, now, kek_text))
-                for subject, (key_id, _, wrapped), (partition, key, value) in zip(chunk, made, messages, strict=True)
-            )
-            try:
-                offsets = self._writer.write_messages(messages, error=KeyCreationFailed, timeout=self.timeout)
-            except BaseException:
-                self.table.forget_own(key for _, key, _ in messages)
-                raise
+            offsets = self._writer.write_messages(messages, error=KeyCreationFailed, timeout=self.timeout)
             for subject, (key_id, sk, _), offset in zip(chunk, made, offsets, strict=True):
                 created[subject] = stored_subject_key(subject, key_id, sk, wk_id, partitions[subject], offset, now)
             self.counters["created"] += len(chunk)

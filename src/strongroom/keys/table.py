@@ -57,7 +57,6 @@ from strongroom.keys.follower import KeysFollower
 from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
 from strongroom.keys.lost_check import RECHECK_SECONDS, LostMarkerCheck, RefusedLostMarker
 from strongroom.keys.murmur2 import subject_partition, subject_partitions
-from strongroom.keys.records import SubjectKeyRow
 from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
 from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
@@ -409,14 +408,6 @@ class KeyTable:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def expect_own(self, rows: Iterable[tuple[bytes, bytes, SubjectKeyRow]]) -> None:
-        """Subject-key messages this process is about to write: their read-back skips decoding
-        (:meth:`KeysFollower.expect_own`)."""
-        self.follower.expect_own(rows)
-
-    def forget_own(self, keys: Iterable[bytes]) -> None:
-        self.follower.forget_own(keys)
 
     # ------------------------------------------------------------------ waiting
     def applied_offsets(self) -> dict[int, int]:

@@ -4,7 +4,6 @@ follower applies a batch to a real store and reports its effects, the heartbeat 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +65,7 @@ def test_the_follower_applies_a_batch_and_reports_what_it_erased(tmp_path: Path)
     ]
     follower._apply(messages)
     assert follower.applied_offsets() == {0: 3, 1: 0}
-    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0, "misplaced": 0, "leases_skipped": 0,
-                                 "own_rows": 0}  # fmt: skip
+    assert follower.counters == {"records": 3, "corrupt": 1, "tombstones": 0, "misplaced": 0, "leases_skipped": 0}
     assert len(follower.problems) == 1
     [effects] = seen
     assert effects.erased_subjects
@@ -110,37 +108,6 @@ def test_the_follower_ignores_and_counts_a_key_record_outside_its_subjects_parti
     assert store.key(b"\x02" * 16) is None
     assert follower.counters["misplaced"] == 1
     assert "not in its subject's partition 1" in follower.problems[-1]
-    store.close()
-
-
-def test_the_read_back_of_own_records_takes_their_rows_only_for_the_very_bytes_written(tmp_path: Path) -> None:
-    """A writer's own subject keys (``expect_own``) are not decoded again on their read-back: each becomes the
-    row it registered, which equals the decoded row, only when the bytes read are the bytes registered; other
-    bytes under the same message key are decoded (and judged) as any record is; the partition check still runs."""
-    store = KeyStore(tmp_path / "store.sqlite", topic="keys")
-    follower = KeysFollower(NOWHERE, "keys", store, 2, on_effects=lambda effects: None, on_reset=lambda: None,
-                            on_tick=lambda: None)  # fmt: skip
-    alice = SubjectKeyRecord("alice", b"\x01" * 16, b"w" * 16, os.urandom(60), 7, "local:kek")  # partition 1
-    bob = SubjectKeyRecord("bob", b"\x02" * 16, b"w" * 16, os.urandom(60), 7, "local:kek")  # partition 0
-    misplaced = SubjectKeyRecord("alice", b"\x03" * 16, b"w" * 16, os.urandom(60), 7, "local:kek")  # not in 0
-    written = [(1, 4, *records.encode(alice)), (0, 9, *records.encode(bob)), (0, 10, *records.encode(misplaced))]
-    decoded, _ = follower._decode_batch([Message(*m) for m in written])  # nothing registered: all decoded
-    assert len(decoded) == 2
-    assert follower.counters["misplaced"] == 1
-
-    follower.expect_own((key, value, records.subject_key_row(key, value, -1, -1)) for _, _, key, value in written)
-    bob_key, bob_value = records.encode(bob)
-    other = records.encode(replace(bob, created_ms=8))[1]  # other bytes under bob's message key
-    taken, _ = follower._decode_batch([Message(*written[0]), Message(0, 9, bob_key, other), Message(*written[2])])
-    assert taken[0] == decoded[0]  # alice: her registered row, at the partition and offset read
-    assert taken[1] == records.subject_key_row(bob_key, other, 0, 9) != decoded[1]  # decoded, not registered
-    assert len(taken) == 2
-    assert follower.counters["misplaced"] == 2
-    assert follower._own == {}  # every entry is used (or passed over) once
-    assert follower.counters["own_rows"] == 2  # alice and the misplaced one
-    follower.expect_own([(bob_key, bob_value, decoded[1])])
-    follower.forget_own([bob_key])  # a failed write's entries are dropped
-    assert follower._own == {}
     store.close()
 
 
