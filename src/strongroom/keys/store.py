@@ -148,15 +148,18 @@ def _row_of(record: SubjectKeyRecord, partition: int, offset: int) -> SubjectKey
             record.kek_ref)  # fmt: skip
 
 
-def _insert_keys(db: sqlite3.Connection, rows: list[SubjectKeyRow], lease_states: dict[bytes, LeaseState]) -> None:
+def _insert_keys(
+    db: sqlite3.Connection, rows: list[SubjectKeyRow], lease_states: dict[bytes, LeaseState], any_marker: bool
+) -> None:
     """Insert subject keys; those of subjects with an erasure marker only if no later marker erased them
-    (the marker check per row costs a third of the insert, and nearly no subject has a marker)."""
+    (the marker check per row costs a third of the insert, and nearly no subject has a marker). With no
+    marker in the store at all (``any_marker`` False) there is nothing to look up."""
     rows.sort(key=itemgetter(0))  # stable: two records of one key id keep their order (the later wins)
     if lease_states:
         for row in rows:
             lease_states.pop(row[0], None)
     marked: set[str] = set()
-    subjects = list({row[1] for row in rows})
+    subjects = list({row[1] for row in rows}) if any_marker else []
     for start in range(0, len(subjects), 500):
         chunk = subjects[start : start + 500]
         query = f"SELECT subject FROM markers WHERE subject IN ({','.join('?' * len(chunk))})"  # noqa: S608
@@ -271,6 +274,9 @@ class KeyStore:
         #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
         self._lease_states: OrderedDict[bytes, LeaseState] = OrderedDict()
         self._db = self._open()
+        #: Whether the store holds an erasure marker (markers are only ever added, until a reset): without one,
+        #: new keys and batches of subject states need no marker lookup. Set before a marker is applied.
+        self._any_marker = self._db.execute("SELECT 1 FROM markers LIMIT 1").fetchone() is not None
         #: partition → offsets of its seal slots, ascending (a few per writer start: kept in memory)
         self._slots: dict[int, list[int]] = {}
         for partition, offset in self._db.execute("SELECT partition, offset FROM seal_slots ORDER BY 1, 2"):
@@ -333,6 +339,7 @@ class KeyStore:
         """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
         with self._lock:
             self._clear(self._db)
+            self._any_marker = False
             self._lease_states.clear()
             self._slots.clear()
             self.rebuilt = True
@@ -384,7 +391,7 @@ class KeyStore:
                         pending.append(_row_of(record, partition, offset))
                         continue
                     if pending:
-                        _insert_keys(db, pending, self._lease_states)
+                        _insert_keys(db, pending, self._lease_states, self._any_marker)
                         pending = []
                     if isinstance(record, SealLease | SealLeases):
                         leases = leases or LeaseRun(db, self._lease_states)
@@ -392,11 +399,13 @@ class KeyStore:
                     elif isinstance(record, SealSlot):
                         slots.append((partition, offset))
                     else:
+                        if isinstance(record, ErasureMarker):
+                            self._any_marker = True
                         self._apply_one(db, partition, offset, record, effects, self._lease_states)
                 if leases is not None:
                     leases.write()
                 if pending:
-                    _insert_keys(db, pending, self._lease_states)
+                    _insert_keys(db, pending, self._lease_states, self._any_marker)
                 db.executemany("INSERT OR IGNORE INTO seal_slots (partition, offset) VALUES (?, ?)", slots)
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
@@ -522,6 +531,8 @@ class KeyStore:
         return found
 
     def markers_many(self, subjects: Sequence[str]) -> dict[str, StoredMarker]:
+        if not self._any_marker:
+            return {}
         query = "SELECT subject, partition, offset, request_id, requested_at FROM markers WHERE subject"
         return {row[0]: StoredMarker(*row) for row in self._select_in(query, subjects)}
 

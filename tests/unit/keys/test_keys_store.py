@@ -65,6 +65,27 @@ def test_reapplying_an_old_key_cannot_resurrect_it(store: KeyStore) -> None:
     assert store.live_keys("a") == []
 
 
+def test_an_old_key_cannot_come_back_in_a_batch_after_its_marker_nor_after_a_reopen(tmp_path: Path) -> None:
+    """A store without any erasure marker skips the marker lookups (new keys, batches of subject states); the
+    first marker, applied in the middle of a batch, and a reopened store that holds one, bring them back."""
+    path = tmp_path / "keys.sqlite"
+    store = KeyStore(path, topic="keys")
+    assert store.markers_many(["a", "b"]) == {}
+    # one transaction: a's key, then her marker, then (a replay) her old key again and b's key
+    apply(store, (0, key("a", 1)), (1, marker("a")), (0, key("a", 1)), (2, key("b", 2)))
+    assert store.live_keys("a") == []
+    assert [k.key_id[0] for k in store.live_keys("b")] == [2]
+    assert set(store.markers_many(["a", "b"])) == {"a"}
+    store.close()
+    again = KeyStore(path, topic="keys")
+    apply(again, (0, key("a", 1)))  # the marker is on disk: the old key stays erased
+    assert again.live_keys("a") == []
+    assert set(again.markers_many(["a"])) == {"a"}
+    again.reset()
+    assert again.markers_many(["a"]) == {}
+    again.close()
+
+
 def test_a_tombstone_erases_one_key(store: KeyStore) -> None:
     apply(store, (0, key("a", 1)), (1, key("a", 2)), (2, SubjectKeyTombstone("a", bytes([1]) * 16)))
     assert [k.key_id[0] for k in store.live_keys("a")] == [2]
