@@ -150,10 +150,9 @@ class SealLedger:
     def created_many(self, key_ids: Iterable[bytes]) -> None:
         """:meth:`created` for each of ``key_ids``, in order (a creating batch's keys: one call, not one each)."""
         balance, share = self._balance, self.limits.creator_seals
-        for key_id in key_ids:
-            if key_id in balance:
-                balance.move_to_end(key_id)
+        for key_id in key_ids:  # what _set does per key, trimmed once at the end
             balance[key_id] = share
+            balance.move_to_end(key_id)
         self._trim()
 
     def granted(self, key_id: bytes, seals: int) -> None:
