@@ -26,6 +26,13 @@ The protocol (docs/pipelines.md, "The key service"; a Java client will speak it 
   limits (:mod:`strongroom.keys.usage`) and may answer a subject's *new* key (rotation). A client that
   sends no ``seals`` is charged one seal per subject per request — an undercount when a batch holds
   several records of a subject, so every client should send it.
+* ``"packed": true`` in the args of ``encrypt_keys`` or ``decrypt_keys`` (the JVM engine's client sends it) asks
+  for a compact answer without a JSON value per key: ``encrypt_keys`` answers ``{"keys": base64}`` holding, for
+  each asked subject in request order, ``flag(1) ‖ key id(16) ‖ DEK(32)`` (flag 1: seal with this key; 0: the
+  post-erasure policy drops the record, key id and DEK are zeros); ``decrypt_keys`` answers ``{"states":
+  base64, "deks": base64, "reasons": {index: reason}}``: one state code per asked pair (:data:`KEY_STATE_CODES`),
+  the 32-byte DEK of every available pair in order, and the reason of the pairs that have one. Without it the
+  answers are the JSON ones above (the Python engine's client).
 * ``erasures`` (when the service follows a key table's :class:`~strongroom.keys.erasure_feed.ErasureFeed`)
   lists the key ids the driver's key table erased after the ``erasure_generation`` the request names
   (taken *before* the request is answered, so a key erased while it is answered comes with the next
@@ -50,9 +57,9 @@ import ssl
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from strongroom.errors import PipelineError, StrongroomError
 from strongroom.keys.erasure_feed import ErasureFeed
@@ -74,6 +81,43 @@ class FrameTooLarge(ConnectionError):
 
 
 Handler = Callable[[str, dict[str, Any]], Any]
+
+
+#: ``decrypt_keys`` packed: the code of each key state (``strongroom.spark.transforms``'s ``KEY_*`` names).
+KEY_STATE_CODES: Final = {"available": 1, "erased": 2, "pending": 3, "lost": 4, "foreign": 5}
+_NO_KEY: Final = bytes(1 + 16 + 32)
+
+
+def packed_encrypt_answer(subjects: Sequence[str], keys: Mapping[str, tuple[bytes, bytes, bool]]) -> dict[str, str]:
+    """``encrypt_keys``'s packed answer: ``keys[subject]`` is ``(key id, DEK, emit)`` for every asked subject."""
+    parts: list[bytes] = []
+    for subject in subjects:
+        key_id, dek, emit = keys[subject]
+        if not emit:
+            parts.append(_NO_KEY)
+        elif len(key_id) != 16 or len(dek) != 32:
+            raise PipelineError(f"a subject key of {len(key_id)}-byte id and {len(dek)} bytes cannot be packed")
+        else:
+            parts += (b"\x01", key_id, dek)
+    return {"keys": b64(b"".join(parts))}
+
+
+def packed_decrypt_answer(rows: Sequence[tuple[bytes, bytes | None, str, str | None]]) -> dict[str, Any]:
+    """``decrypt_keys``'s packed answer from its ``(key id, DEK or None, state, reason or None)`` rows, in order."""
+    codes = bytearray(len(rows))
+    deks: list[bytes] = []
+    reasons: dict[str, str] = {}
+    for index, (_, dek, state, reason) in enumerate(rows):
+        codes[index] = KEY_STATE_CODES[state]
+        if state == "available" and dek is not None:
+            if len(dek) != 32:
+                raise PipelineError(f"a subject key of {len(dek)} bytes cannot be packed")
+            deks.append(dek)
+        elif state == "available":
+            codes[index] = KEY_STATE_CODES["pending"]  # what an available state without a key means to a reader
+        if reason is not None:
+            reasons[str(index)] = reason
+    return {"states": b64(bytes(codes)), "deks": b64(b"".join(deks)), "reasons": reasons}
 
 
 def b64(data: bytes) -> str:

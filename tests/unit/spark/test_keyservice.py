@@ -160,3 +160,31 @@ def test_connections_beyond_the_cap_are_closed_on_arrival(strict_service: KeySer
             conn.close()
     time.sleep(0.5)
     assert KeyServiceClient(spec).call("echo", subjects=[])["subjects"] == []
+
+
+def test_a_packed_encrypt_answer_holds_every_asked_subject_in_request_order() -> None:
+    from strongroom.spark.keyservice import packed_encrypt_answer
+
+    key_a, key_b = (bytes([1]) * 16, bytes([2]) * 32), (bytes([3]) * 16, bytes([4]) * 32)
+    keys = {"a": (*key_a, True), "b": (*key_b, True), "gone": (bytes(16), bytes(32), False)}
+    packed = unb64(packed_encrypt_answer(["b", "gone", "a", "b"], keys)["keys"])
+    assert packed == b"".join([b"\x01" + key_b[0] + key_b[1], bytes(49), b"\x01" + key_a[0] + key_a[1],
+                               b"\x01" + key_b[0] + key_b[1]])  # fmt: skip
+    with pytest.raises(PipelineError, match="cannot be packed"):
+        packed_encrypt_answer(["a"], {"a": (bytes(8), bytes(32), True)})
+
+
+def test_a_packed_decrypt_answer_holds_a_state_per_pair_and_the_available_keys() -> None:
+    from strongroom.spark.keyservice import KEY_STATE_CODES, packed_decrypt_answer
+
+    dek_1, dek_2 = bytes([7]) * 32, bytes([8]) * 32
+    rows = [
+        (b"k1", dek_1, "available", None), (b"k2", None, "erased", None), (b"k3", None, "lost", "KEK gone"),
+        (b"k4", dek_2, "available", None), (b"k5", None, "foreign", "not theirs"), (b"k6", None, "pending", None),
+    ]  # fmt: skip
+    answer = packed_decrypt_answer(rows)
+    assert list(unb64(answer["states"])) == [KEY_STATE_CODES[r[2]] for r in rows]
+    assert unb64(answer["deks"]) == dek_1 + dek_2
+    assert answer["reasons"] == {"2": "KEK gone", "4": "not theirs"}
+    with pytest.raises(KeyError):
+        packed_decrypt_answer([(b"k", None, "unheard-of", None)])

@@ -68,7 +68,7 @@ from strongroom.spark.jvm_sink import (
     require_jvm_engine,
 )
 from strongroom.spark.kafka_sink import transformed
-from strongroom.spark.keyservice import KeyService, b64, require_secure_channel, unb64
+from strongroom.spark.keyservice import KeyService, b64, packed_decrypt_answer, require_secure_channel, unb64
 from strongroom.spark.row_transforms import DecryptRows
 from strongroom.spark.schema_plans import SchemaPlans
 from strongroom.spark.transforms import (
@@ -265,7 +265,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
             self.on_batch(batch_id, self.result())
 
     def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
-        """The key service's handler: ``decrypt_keys`` → ``[[state, DEK or None, reason or None], ...]``."""
+        """The key service's handler: ``decrypt_keys`` → ``[[state, DEK or None, reason or None], ...]``, or with
+        ``packed`` the compact answer of :func:`~strongroom.spark.keyservice.packed_decrypt_answer`."""
         if op == "schema_plan":
             return self.schema_plans.answer(args)
         if op != "decrypt_keys":
@@ -273,6 +274,8 @@ class DecryptJob(StreamingJob[DecryptResult]):
         pairs = [(unb64(kid), subject) for kid, subject in args.get("pairs", [])]
         with self.counters.phase("keys"):
             rows = self._keys_waiting_for_lost_keks(pairs)
+        if args.get("packed") is True:
+            return packed_decrypt_answer(rows)
         return [[state, b64(dek) if dek else None, reason] for _, dek, state, reason in rows]
 
     def _process_files(self, batch: DataFrame, batch_id: int) -> None:

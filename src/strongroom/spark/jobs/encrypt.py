@@ -46,7 +46,7 @@ from strongroom.spark.jobs.common import (
 )
 from strongroom.spark.jobs.results import EncryptResult
 from strongroom.spark.jvm_sink import encrypt_settings, jvm_tasks, require_jvm_engine
-from strongroom.spark.keyservice import KeyService, b64, require_secure_channel
+from strongroom.spark.keyservice import KeyService, b64, packed_encrypt_answer, require_secure_channel
 from strongroom.spark.row_transforms import EncryptRows
 from strongroom.spark.schema_plans import SchemaPlans
 
@@ -156,7 +156,8 @@ class EncryptJob(StreamingJob[EncryptResult]):
             self.on_batch(batch_id, self.result())
 
     def _serve_keys(self, op: str, args: dict[str, Any]) -> Any:
-        """The key service's handler: ``encrypt_keys`` → ``{subject: [key id, DEK, emit]}`` (base64).
+        """The key service's handler: ``encrypt_keys`` → ``{subject: [key id, DEK, emit]}`` (base64), or with
+        ``packed`` the compact answer of :func:`~strongroom.spark.keyservice.packed_encrypt_answer`.
 
         ``topic`` names the source topic the subjects' records come from: its rule's KEK wraps their keys.
 
@@ -177,10 +178,10 @@ class EncryptJob(StreamingJob[EncryptResult]):
             decided = wait_out_kms_outage(
                 lambda: self.keys.get_or_create(subjects, topic=topic, seals=seals), self.settings.kms_outage_wait_s
             )
-        return {
-            subject: [b64(key_id), b64(dek), emit] if emit else ["", "", False]
-            for subject, key_id, dek, emit in encrypt_key_rows(decided)
-        }
+        rows = encrypt_key_rows(decided)
+        if args.get("packed") is True:
+            return packed_encrypt_answer(subjects, {subject: (kid, dek, emit) for subject, kid, dek, emit in rows})
+        return {subject: [b64(kid), b64(dek), emit] if emit else ["", "", False] for subject, kid, dek, emit in rows}
 
 
 def seal_counts(subjects: list[str], seals: object) -> dict[str, int]:

@@ -1,6 +1,5 @@
 package io.strongroom.dataplane.codec;
 
-import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -25,19 +24,18 @@ public final class Aad {
                     + " bytes) or field path (" + path.length + " bytes) is longer than the AAD allows (65535 bytes)");
         }
         byte[] label = WireIds.aadLabel();
-        ByteArrayOutputStream out = new ByteArrayOutputStream(
-                label.length + header.length + topic.length + subject.length + path.length + 8);
-        out.writeBytes(label);
-        out.writeBytes(header);
-        writeU16(out, topic.length);
-        out.writeBytes(topic);
-        out.write(subject.length >>> 24);
-        out.write(subject.length >>> 16);
-        writeU16(out, subject.length);
-        out.writeBytes(subject);
-        writeU16(out, path.length);
-        out.writeBytes(path);
-        return out.toByteArray();
+        byte[] aad = new byte[label.length + header.length + 2 + topic.length + 4 + subject.length + 2 + path.length];
+        int at = put(aad, 0, label);
+        at = put(aad, at, header);
+        at = putU16(aad, at, topic.length);
+        at = put(aad, at, topic);
+        aad[at++] = (byte) (subject.length >>> 24);
+        aad[at++] = (byte) (subject.length >>> 16);
+        at = putU16(aad, at, subject.length);
+        at = put(aad, at, subject);
+        at = putU16(aad, at, path.length);
+        put(aad, at, path);
+        return aad;
     }
 
     /** The AAD a record sealed with {@code keyRef} in {@code ctx} carries (the reference for tests). */
@@ -46,8 +44,14 @@ public final class Aad {
         return build(keyRef.header(ctx.profile()), topic, ctx.subject(), fieldPath);
     }
 
-    private static void writeU16(ByteArrayOutputStream out, int value) {
-        out.write(value >>> 8);
-        out.write(value);
+    private static int put(byte[] into, int at, byte[] bytes) {
+        System.arraycopy(bytes, 0, into, at, bytes.length);
+        return at + bytes.length;
+    }
+
+    private static int putU16(byte[] into, int at, int value) {
+        into[at] = (byte) (value >>> 8);
+        into[at + 1] = (byte) value;
+        return at + 2;
     }
 }

@@ -39,11 +39,20 @@ public final class EnvelopeCodec {
         byte[] aad = Aad.build(header, topic, ctx.subject(), fieldPath);
         SecretKeySpec key = aesKey(dek);
         byte[] nonce = nonces.nextNonce();
-        byte[] sealed = run(Cipher.ENCRYPT_MODE, key, nonce, aad, plaintext);
-        byte[] envelope = new byte[header.length + nonce.length + sealed.length];
+        int start = header.length + nonce.length;
+        byte[] envelope = new byte[start + plaintext.length + WireIds.TAG_SIZE];
         System.arraycopy(header, 0, envelope, 0, header.length);
         System.arraycopy(nonce, 0, envelope, header.length, nonce.length);
-        System.arraycopy(sealed, 0, envelope, header.length + nonce.length, sealed.length);
+        try { // the ciphertext and tag straight after the nonce: no second copy of the sealed bytes
+            cipher.init(Cipher.ENCRYPT_MODE, key, new GCMParameterSpec(TAG_BITS, nonce));
+            cipher.updateAAD(aad);
+            int written = cipher.doFinal(plaintext, 0, plaintext.length, envelope, start);
+            if (written != plaintext.length + WireIds.TAG_SIZE) {
+                throw new IllegalStateException("AES-GCM wrote " + written + " bytes for " + plaintext.length);
+            }
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("AES-GCM failed: " + e.getClass().getSimpleName(), e);
+        }
         return envelope;
     }
 

@@ -5,11 +5,14 @@ import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Arrays;
+import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
@@ -74,8 +77,12 @@ public final class ExecutorKeys {
         }
     }
 
-    private final Map<String, Entry> sealing = bounded();
-    private final Map<String, Entry> opening = bounded();
+    /** A subject's sealing key is held per source topic (its rule's KEK wraps it). */
+    private record Sealing(String topic, String subject) {
+    }
+
+    private final Map<Sealing, Entry> sealing = bounded();
+    private final Map<KeyIdSubject, Entry> opening = bounded();
     private long generation = UNKNOWN;
 
     private ExecutorKeys() {
@@ -98,12 +105,12 @@ public final class ExecutorKeys {
         }
     }
 
-    private static Map<String, Entry> bounded() {
+    private static <K> Map<K, Entry> bounded() {
         return new LinkedHashMap<>(1024, 0.75f, true) {
             private static final long serialVersionUID = 1L;
 
             @Override
-            protected boolean removeEldestEntry(Map.Entry<String, Entry> eldest) {
+            protected boolean removeEldestEntry(Map.Entry<K, Entry> eldest) {
                 if (size() > MAX_KEYS) {
                     Arrays.fill(eldest.getValue().dek, (byte) 0);
                     return true;
@@ -136,7 +143,7 @@ public final class ExecutorKeys {
         generation = Math.max(generation, answered);
     }
 
-    private static void drop(Map<String, Entry> entries, Set<ByteBuffer> ids) {
+    private static void drop(Map<?, Entry> entries, Set<ByteBuffer> ids) {
         for (Iterator<Entry> it = entries.values().iterator(); it.hasNext();) {
             Entry entry = it.next();
             if (ids.contains(ByteBuffer.wrap(entry.keyId))) {
@@ -146,19 +153,35 @@ public final class ExecutorKeys {
         }
     }
 
-    /** Whether {@link #takeSeals} would serve this now (a hint: erasures may still remove it). */
-    public synchronized boolean canSeal(String topic, String subject, long seals, long now) {
-        return usable(sealing.get(sealingKey(topic, subject)), seals, now);
+    /**
+     * The subjects of {@code seals} (seals each subject's records make) that {@link #takeSeals} would not serve now:
+     * none held, too few seals left, too old. A hint, read before a request: its answer's erasures may still remove
+     * held keys.
+     */
+    public synchronized Map<String, Integer> unservable(String topic, Map<String, Integer> seals, long now) {
+        Map<String, Integer> missing = new LinkedHashMap<>();
+        seals.forEach((subject, count) -> {
+            if (!usable(sealing.get(new Sealing(topic, subject)), count, now)) {
+                missing.put(subject, count);
+            }
+        });
+        return missing;
     }
 
-    /** The subject's key with {@code seals} taken from its allowance, or null (none, too few seals, too old). */
-    public synchronized Key takeSeals(String topic, String subject, long seals, long now) {
-        Entry entry = sealing.get(sealingKey(topic, subject));
-        if (!usable(entry, seals, now)) {
-            return null;
-        }
-        entry.seals -= seals;
-        return new Key(entry.keyId.clone(), entry.dek.clone());
+    /**
+     * Each subject's held key with its seals taken from the key's allowance, for the subjects it can serve (the rest
+     * are left out: none held, too few seals, too old). Copies, which the caller overwrites after use.
+     */
+    public synchronized Map<String, Key> takeSeals(String topic, Map<String, Integer> seals, long now) {
+        Map<String, Key> taken = new HashMap<>(2 * seals.size());
+        seals.forEach((subject, count) -> {
+            Entry entry = sealing.get(new Sealing(topic, subject));
+            if (usable(entry, count, now)) {
+                entry.seals -= count;
+                taken.put(subject, new Key(entry.keyId.clone(), entry.dek.clone()));
+            }
+        });
+        return taken;
     }
 
     /** Keep a key the driver charged {@code seals} more seals to than its chunk uses, if no erasure is newer. */
@@ -167,26 +190,38 @@ public final class ExecutorKeys {
         if (answered == UNKNOWN || answered != generation || seals <= 0) {
             return;
         }
-        put(sealing, sealingKey(topic, subject), new Entry(keyId, dek, now, seals));
+        put(sealing, new Sealing(topic, subject), new Entry(keyId, dek, now, seals));
     }
 
-    /** Whether {@link #openKey} would serve this now (a hint: erasures may still remove it). */
-    public synchronized boolean canOpen(byte[] keyId, String subject, long now) {
-        return usable(opening.get(openingKey(keyId, subject)), 0, now);
+    /** The pairs of {@code wanted} that {@link #openKeys} would not serve now (a hint, as {@link #unservable}). */
+    public synchronized List<KeyIdSubject> unopenable(Collection<KeyIdSubject> wanted, long now) {
+        List<KeyIdSubject> missing = new ArrayList<>();
+        for (KeyIdSubject pair : wanted) {
+            if (!usable(opening.get(pair), 0, now)) {
+                missing.add(pair);
+            }
+        }
+        return missing;
     }
 
-    /** A copy of the available key {@code keyId} for records of {@code subject}, or null. */
-    public synchronized byte[] openKey(byte[] keyId, String subject, long now) {
-        Entry entry = opening.get(openingKey(keyId, subject));
-        return usable(entry, 0, now) ? entry.dek.clone() : null;
+    /** Copies of the available keys of {@code wanted} this executor holds (the rest are left out). */
+    public synchronized Map<KeyIdSubject, byte[]> openKeys(Collection<KeyIdSubject> wanted, long now) {
+        Map<KeyIdSubject, byte[]> found = new HashMap<>(2 * wanted.size());
+        for (KeyIdSubject pair : wanted) {
+            Entry entry = opening.get(pair);
+            if (usable(entry, 0, now)) {
+                found.put(pair, entry.dek.clone());
+            }
+        }
+        return found;
     }
 
     /** Keep an available key from an answer, if no erasure is newer than the answer. */
-    public synchronized void keepOpen(byte[] keyId, String subject, byte[] dek, long answered, long now) {
+    public synchronized void keepOpen(KeyIdSubject pair, byte[] dek, long answered, long now) {
         if (answered == UNKNOWN || answered != generation) {
             return;
         }
-        put(opening, openingKey(keyId, subject), new Entry(keyId, dek, now, 0));
+        put(opening, new KeyIdSubject(pair.keyId().clone(), pair.subject()), new Entry(pair.keyId(), dek, now, 0));
     }
 
     /** Held, with {@code seals} seals left at least, and younger than {@link #MAX_AGE_NANOS}. */
@@ -194,7 +229,7 @@ public final class ExecutorKeys {
         return entry != null && entry.seals >= seals && now - entry.born < MAX_AGE_NANOS;
     }
 
-    private static void put(Map<String, Entry> entries, String id, Entry entry) {
+    private static <K> void put(Map<K, Entry> entries, K id, Entry entry) {
         Entry old = entries.put(id, entry);
         if (old != null) {
             Arrays.fill(old.dek, (byte) 0);
@@ -216,14 +251,5 @@ public final class ExecutorKeys {
         }
         sealing.clear();
         opening.clear();
-    }
-
-    /** Topic names hold no NUL, so the pair is unambiguous. */
-    private static String sealingKey(String topic, String subject) {
-        return topic + '\u0000' + subject;
-    }
-
-    private static String openingKey(byte[] keyId, String subject) {
-        return Base64.getEncoder().encodeToString(keyId) + '\u0000' + subject;
     }
 }

@@ -1,5 +1,6 @@
 package io.strongroom.dataplane.keys;
 
+import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -29,7 +30,12 @@ public final class KeyServiceClient implements AutoCloseable {
     static final long MAX_RESPONSE_FRAME = 256L * 1024 * 1024;
     static final long MAX_AUTH_RESPONSE = 1024;
     private static final int CONNECT_TIMEOUT_MILLIS = 30_000;
-    private static final ObjectMapper JSON = new ObjectMapper();
+    /**
+     * Field names not canonicalized: an answer's object names are the chunk's subjects, each met once, which Jackson
+     * would otherwise intern into its symbol table one by one.
+     */
+    private static final ObjectMapper JSON = new ObjectMapper(
+            JsonFactory.builder().disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES).build());
     private static final String REACH_HINT = "executors must reach the driver host (as for Spark's own driver endpoints)";
 
     private final KeyServiceSpec spec;

@@ -22,6 +22,7 @@ import io.strongroom.dataplane.json.JsonFieldCodec;
 import io.strongroom.dataplane.json.OnErased;
 import io.strongroom.dataplane.json.SealedFields;
 import io.strongroom.dataplane.keys.ExecutorKeys;
+import io.strongroom.dataplane.keys.KeyIdSubject;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import io.strongroom.dataplane.keys.KeyServiceException;
 import io.strongroom.dataplane.schema.SchemaEngineException;
@@ -30,9 +31,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Opens every whole value (or the rule's sealed JSON fields) of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
@@ -52,6 +54,9 @@ final class DecryptRecords implements RecordTransform {
     static final String PENDING = "pending";
     /** The driver's state of a key it hands out. */
     private static final String AVAILABLE = "available";
+    /** The key states of a packed {@code decrypt_keys} answer by code ({@code KEY_STATE_CODES} in Python). */
+    private static final Map<Byte, String> STATES = Map.of((byte) 1, AVAILABLE, (byte) 2, ERASED, (byte) 3, PENDING,
+            (byte) 4, "lost", (byte) 5, "foreign");
 
     private final SinkSettings settings;
     private final SinkSettings.DecryptPlan decrypt;
@@ -87,7 +92,7 @@ final class DecryptRecords implements RecordTransform {
 
     @Override
     public List<Verdict> apply(List<SourceRecord> records) {
-        Map<String, KeyState> states = keyStates(records);
+        Map<KeyIdSubject, KeyState> states = keyStates(records);
         try {
             long now = System.currentTimeMillis();
             List<Verdict> verdicts = new ArrayList<>(records.size());
@@ -118,21 +123,16 @@ final class DecryptRecords implements RecordTransform {
         return settings.planFor(record.topic());
     }
 
-    private static String pairKey(byte[] keyId, String subject) {
-        return Base64.getEncoder().encodeToString(keyId) + "\u0000" + subject;
-    }
-
-    /** A (key id, subject) a chunk needs. */
-    private record Pair(byte[] keyId, String subject) {
-    }
+    /** A key the chunk needs and the driver never answered for: pending. */
+    private static final KeyState NOT_ANSWERED = new KeyState(PENDING, null, null);
 
     /**
      * Every (key id, subject) the chunk needs, each once: an available key this executor holds
      * ({@link ExecutorKeys}), else the driver's answer. One request per chunk, always: its answer carries the
      * erasures since the last request, applied before any held key is used.
      */
-    private Map<String, KeyState> keyStates(List<SourceRecord> records) {
-        Map<String, Pair> pairs = new LinkedHashMap<>();
+    private Map<KeyIdSubject, KeyState> keyStates(List<SourceRecord> records) {
+        Set<KeyIdSubject> pairs = new LinkedHashSet<>();
         for (SourceRecord record : records) {
             List<byte[]> keyIds = keyIds(record, plan(record));
             if (keyIds.isEmpty()) {
@@ -141,67 +141,84 @@ final class DecryptRecords implements RecordTransform {
             Object subject = EncryptRecords.subjectOf(plan(record), record, schemaCodec);
             if (subject instanceof EncryptRecords.Subject s) {
                 for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
-                    pairs.putIfAbsent(pairKey(keyId, s.text()), new Pair(keyId, s.text()));
+                    pairs.add(new KeyIdSubject(keyId, s.text()));
                 }
             }
         }
-        Map<String, KeyState> states = new HashMap<>();
+        Map<KeyIdSubject, KeyState> states = new HashMap<>(2 * pairs.size());
         if (pairs.isEmpty()) {
             return states;
         }
         ExecutorKeys held = service.keys();
         long now = System.nanoTime();
-        Map<String, Pair> ask = new LinkedHashMap<>();
-        pairs.forEach((key, pair) -> {
-            if (!held.canOpen(pair.keyId(), pair.subject(), now)) {
-                ask.put(key, pair);
+        askDriver(held.unopenable(pairs, now), states, held, now);
+        List<KeyIdSubject> rest = new ArrayList<>(pairs.size());
+        for (KeyIdSubject pair : pairs) {
+            if (!states.containsKey(pair)) {
+                rest.add(pair);
             }
-        });
-        askDriver(ask, states, held, now);
-        Map<String, Pair> missed = new LinkedHashMap<>();
-        pairs.forEach((key, pair) -> {
-            if (!states.containsKey(key)) {
-                byte[] dek = held.openKey(pair.keyId(), pair.subject(), now);
-                if (dek == null) {
-                    missed.put(key, pair);
-                } else {
-                    states.put(key, new KeyState(AVAILABLE, dek, null));
+        }
+        Map<KeyIdSubject, byte[]> found = held.openKeys(rest, now);
+        found.forEach((pair, dek) -> states.put(pair, new KeyState(AVAILABLE, dek, null)));
+        if (found.size() < rest.size()) { // an erasure in the answer removed them: the driver decides again
+            List<KeyIdSubject> missed = new ArrayList<>();
+            for (KeyIdSubject pair : rest) {
+                if (!found.containsKey(pair)) {
+                    missed.add(pair);
                 }
             }
-        });
-        if (!missed.isEmpty()) { // an erasure in the answer removed them: the driver decides again
             askDriver(missed, states, held, now);
         }
         return states;
     }
 
     /** The driver's answer for each pair of {@code ask}; available keys are kept in {@code held}. */
-    private void askDriver(Map<String, Pair> ask, Map<String, KeyState> states, ExecutorKeys held, long now) {
+    private void askDriver(List<KeyIdSubject> ask, Map<KeyIdSubject, KeyState> states, ExecutorKeys held, long now) {
         ObjectNode args = JSON.createObjectNode();
         ArrayNode list = args.putArray("pairs");
         Base64.Encoder b64 = Base64.getEncoder();
-        for (Pair pair : ask.values()) {
+        for (KeyIdSubject pair : ask) {
             list.addArray().add(b64.encodeToString(pair.keyId())).add(pair.subject());
         }
+        args.put("packed", true);
         KeyServiceClient.Answer answer = service.exchange("decrypt_keys", args);
         JsonNode result = answer.result();
-        if (!result.isArray() || result.size() != ask.size()) {
-            throw new IllegalStateException("the key service answered " + result.size() + " keys for "
-                    + ask.size() + " asked");
+        Base64.Decoder unb64 = Base64.getDecoder();
+        byte[] codes = unb64.decode(result.path("states").asText(""));
+        byte[] deks = unb64.decode(result.path("deks").asText(""));
+        JsonNode reasons = result.path("reasons");
+        if (codes.length != ask.size()) {
+            throw new IllegalStateException("the key service answered " + codes.length + " keys for " + ask.size()
+                    + " asked");
         }
-        int i = 0;
-        for (Map.Entry<String, Pair> asked : ask.entrySet()) {
-            JsonNode entry = result.get(i++);
-            JsonNode dek = entry.get(1);
-            JsonNode reason = entry.get(2);
-            KeyState state = new KeyState(entry.get(0).asText(),
-                    dek == null || dek.isNull() ? null : Base64.getDecoder().decode(dek.asText()),
-                    reason == null || reason.isNull() ? null : reason.asText());
-            states.put(asked.getKey(), state);
-            if (AVAILABLE.equals(state.state()) && state.dek() != null) {
-                held.keepOpen(asked.getValue().keyId(), asked.getValue().subject(), state.dek(), answer.generation(),
-                        now);
+        try {
+            int at = 0;
+            for (int i = 0; i < codes.length; i++) {
+                KeyIdSubject pair = ask.get(i);
+                String state = STATES.get(codes[i]);
+                if (state == null) {
+                    throw new IllegalStateException("the key service answered an unknown key state " + codes[i]);
+                }
+                byte[] dek = null;
+                if (AVAILABLE.equals(state)) {
+                    if (at + WireIds.KEY_SIZE > deks.length) {
+                        throw new IllegalStateException("the key service answered fewer keys than it said available");
+                    }
+                    dek = Arrays.copyOfRange(deks, at, at + WireIds.KEY_SIZE);
+                    at += WireIds.KEY_SIZE;
+                }
+                JsonNode reason = reasons.get(Integer.toString(i));
+                KeyState kept = new KeyState(state, dek, reason == null || reason.isNull() ? null : reason.asText());
+                states.put(pair, kept);
+                if (dek != null) {
+                    held.keepOpen(pair, dek, answer.generation(), now);
+                }
             }
+            if (at != deks.length) {
+                throw new IllegalStateException("the key service answered more keys than it said available");
+            }
+        } finally {
+            Arrays.fill(deks, (byte) 0);
         }
     }
 
@@ -263,7 +280,8 @@ final class DecryptRecords implements RecordTransform {
         return true;
     }
 
-    private Verdict open(SourceRecord record, SinkSettings.TopicPlan plan, Map<String, KeyState> states, long now) {
+    private Verdict open(SourceRecord record, SinkSettings.TopicPlan plan, Map<KeyIdSubject, KeyState> states,
+            long now) {
         byte[] value = record.value();
         if (value == null) {
             return Verdict.written(record, plan.output(), null, withoutMarker(record.headers()), Verdict.PASSTHROUGH);
@@ -330,12 +348,12 @@ final class DecryptRecords implements RecordTransform {
     }
 
     /** The key of a record's envelope: the DEK, null when erased, or why the record cannot be opened. */
-    private static byte[] dekFor(KeyRef ref, String subject, Map<String, KeyState> states) {
+    private static byte[] dekFor(KeyRef ref, String subject, Map<KeyIdSubject, KeyState> states) {
         if (!(ref instanceof SubjectKeyRef subjectRef)) {
             throw new NotOpened(FAILED, "UnsupportedKeyRef: the record is sealed with " + ref + ", not a per-subject "
                     + "key; the decrypting consumer reads subject-key envelopes only");
         }
-        KeyState state = states.getOrDefault(pairKey(subjectRef.keyId(), subject), new KeyState(PENDING, null, null));
+        KeyState state = states.getOrDefault(new KeyIdSubject(subjectRef.keyId(), subject), NOT_ANSWERED);
         String hex = io.strongroom.dataplane.codec.Hex.of(subjectRef.keyId());
         switch (state.state()) {
             case "erased":

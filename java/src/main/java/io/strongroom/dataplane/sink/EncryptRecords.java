@@ -49,6 +49,8 @@ final class EncryptRecords implements RecordTransform {
      * Charged to the key's usage limit when asked; unused when the executor ends, never used by anyone else.
      */
     static final int SEAL_ALLOWANCE = 1024;
+    /** One key of a packed {@code encrypt_keys} answer: flag, key id, DEK ({@code strongroom/spark/keyservice.py}). */
+    private static final int PACKED_KEY = 1 + WireIds.SUBJECT_KEY_ID_SIZE + WireIds.KEY_SIZE;
 
     private final SinkSettings settings;
     private final KeyServiceClient service;
@@ -247,26 +249,23 @@ final class EncryptRecords implements RecordTransform {
     private Map<String, SubjectKey> keysFor(String topic, Map<String, Integer> seals) {
         ExecutorKeys held = service.keys();
         Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
-        Map<String, Integer> ask = new LinkedHashMap<>();
         long now = System.nanoTime();
-        seals.forEach((subject, count) -> {
-            if (!held.canSeal(topic, subject, count, now)) {
-                ask.put(subject, count);
-            }
-        });
-        askDriver(topic, ask, keys, held, now);
-        Map<String, Integer> missed = new LinkedHashMap<>();
+        askDriver(topic, held.unservable(topic, seals, now), keys, held, now);
+        Map<String, Integer> rest = new HashMap<>(2 * seals.size());
         seals.forEach((subject, count) -> {
             if (!keys.containsKey(subject)) {
-                ExecutorKeys.Key key = held.takeSeals(topic, subject, count, now);
-                if (key == null) {
-                    missed.put(subject, count);
-                } else {
-                    keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek()));
-                }
+                rest.put(subject, count);
             }
         });
-        if (!missed.isEmpty()) { // an erasure in the answer removed them, or another task took their seals
+        Map<String, ExecutorKeys.Key> taken = held.takeSeals(topic, rest, now);
+        taken.forEach((subject, key) -> keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek())));
+        if (taken.size() < rest.size()) { // an erasure in the answer removed them, or another task took their seals
+            Map<String, Integer> missed = new LinkedHashMap<>();
+            rest.forEach((subject, count) -> {
+                if (!taken.containsKey(subject)) {
+                    missed.put(subject, count);
+                }
+            });
             askDriver(topic, missed, keys, held, now);
         }
         return keys;
@@ -286,24 +285,31 @@ final class EncryptRecords implements RecordTransform {
             list.add(subject);
             counts.add(Math.max(count, SEAL_ALLOWANCE));
         });
+        args.put("packed", true);
         KeyServiceClient.Answer answer = service.exchange("encrypt_keys", args);
-        Base64.Decoder b64 = Base64.getDecoder();
-        for (Map.Entry<String, Integer> wanted : ask.entrySet()) {
-            String subject = wanted.getKey();
-            JsonNode entry = answer.result().get(subject);
-            if (entry == null || !entry.isArray() || entry.size() != 3) {
-                throw new IllegalStateException("the key service sent no key for a subject it was asked for");
+        byte[] packed = Base64.getDecoder().decode(answer.result().path("keys").asText(""));
+        if (packed.length != PACKED_KEY * ask.size()) {
+            throw new IllegalStateException("the key service answered " + packed.length + " bytes of keys for "
+                    + ask.size() + " subjects");
+        }
+        try {
+            int at = 0;
+            for (Map.Entry<String, Integer> wanted : ask.entrySet()) {
+                String subject = wanted.getKey();
+                if (packed[at] == 0) { // the post-erasure policy drops the subject's records
+                    keys.put(subject, null);
+                } else {
+                    byte[] keyId = Arrays.copyOfRange(packed, at + 1, at + 1 + WireIds.SUBJECT_KEY_ID_SIZE);
+                    byte[] dek = Arrays.copyOfRange(packed, at + 1 + WireIds.SUBJECT_KEY_ID_SIZE, at + PACKED_KEY);
+                    keys.put(subject, new SubjectKey(new SubjectKeyRef(keyId), dek));
+                    int count = wanted.getValue();
+                    held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count,
+                            answer.generation(), now);
+                }
+                at += PACKED_KEY;
             }
-            if (!entry.get(2).asBoolean()) {
-                keys.put(subject, null);
-                continue;
-            }
-            byte[] keyId = b64.decode(entry.get(0).asText());
-            byte[] dek = b64.decode(entry.get(1).asText());
-            keys.put(subject, new SubjectKey(new SubjectKeyRef(keyId), dek));
-            int count = wanted.getValue();
-            held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count, answer.generation(),
-                    now);
+        } finally {
+            Arrays.fill(packed, (byte) 0);
         }
     }
 
