@@ -33,7 +33,7 @@ import enum
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,6 +53,7 @@ from strongroom.keys.records import (
     subject_key_message,
     wk_edek_context,
 )
+from strongroom.keys.store import StoredKey, slots_within
 from strongroom.keys.table import ErasureInfo, KeyInfo, KeyTable, SubjectKey, SubjectState, stored_subject_key
 from strongroom.keys.topic import KeysTopic, KeysWriter
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT
@@ -218,17 +219,13 @@ class KeyManager:
             result = dict(keys)
             wanted = {s: n for s, n in seals.items() if n and isinstance(result.get(s), SubjectKey)}
             for _ in range(_MAX_ROUNDS):
-                lease: dict[str, SubjectKey] = {}
-                rotate: list[str] = []
-                for subject, count in wanted.items():
-                    key = result[subject]
-                    if not isinstance(key, SubjectKey) or not key.stored:
-                        continue
-                    verdict = self.ledger.charge(key.key_id, key.created_ms, count)
-                    if verdict is Charge.LEASE:
-                        lease[subject] = key
-                    elif verdict is Charge.ROTATE:
-                        rotate.append(subject)
+                stored = {
+                    subject: key for subject in wanted if isinstance(key := result[subject], SubjectKey) and key.stored
+                }
+                unpaid, rotate = self.ledger.charge_many(
+                    (subject, key.key_id, key.created_ms, wanted[subject]) for subject, key in stored.items()
+                )
+                lease = {subject: stored[subject] for subject in unpaid}
                 rotate.extend(self._lease(self._by_slots(lease, wanted), wanted))
                 if not rotate:
                     return result
@@ -261,21 +258,21 @@ class KeyManager:
             self._claim_slots(unclaimed)
         rest: dict[str, SubjectKey] = {}
         generation = ledger.generation
+        slots = self._slots
+        offsets = self.table.slot_offsets({partition for partition, _ in covered.values()})
         for subject, key in keys.items():
             place = covered.get(subject)
-            slot = self._slots.get(place[0]) if place is not None else None
+            slot = slots.get(place[0]) if place is not None else None
             if (
                 place is None
                 or slot is None
                 or ledger.generation != generation
                 or place[1] >= slot
-                or self.table.slots_between(place[0], place[1], slot) > window
+                or slots_within(offsets[place[0]], place[1], slot) > window  # KeyTable.slots_between
             ):
                 rest[subject] = key
                 continue
-            ledger.slot_credit(key.key_id)
-            verdict = ledger.charge(key.key_id, None, seals[subject])
-            assert verdict is Charge.SEAL, "a slot's share covers the seals it was checked against"
+            ledger.slot_charge(key.key_id, seals[subject])
         return rest
 
     def _claim_slots(self, partitions: list[int]) -> None:
@@ -340,8 +337,12 @@ class KeyManager:
             current[state.subject] = info = self._current(state)
             return info
 
-        states = self.table.subject_states(ordered, warm=current_of)
-        for subject in ordered:
+        # Subjects with a current key and nothing else to decide, straight from their rows; the rest as states.
+        found, rest = self.table.current_keys(ordered, self._current_row_picker())
+        self.counters["reused"] += len(found)
+        result.update(found)
+        states = self.table.subject_states(rest, warm=current_of) if rest else {}
+        for subject in rest:
             known = self._known(states[subject], current.get(subject))  # not asked for a state without keys
             if known is None:
                 need.append(subject)
@@ -439,6 +440,21 @@ class KeyManager:
         return state.current_key_within(
             int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000), other_keks=self._other_kek_wks
         )
+
+    def _current_row_picker(self) -> Callable[[Sequence[StoredKey]], StoredKey | None]:
+        """:meth:`_current` over a subject's key rows (partition order, keys declared lost left out), for
+        :meth:`KeyTable.current_keys`: the first not exhausted, younger than the key age limit and not under
+        another KEK."""
+        max_age_ms, now = int(self.limits.max_age_seconds * 1000), int(self.wrapping.clock() * 1000)
+        others = self._other_kek_wks
+
+        def pick(rows: Sequence[StoredKey]) -> StoredKey | None:
+            for row in rows:
+                if not row.exhausted and now - row.created_ms < max_age_ms and row.wk_id not in others:
+                    return row
+            return None
+
+        return pick
 
     def _known(self, state: SubjectState, current: KeyInfo | None) -> KeyOrDecision | None:
         """What the subject's state gives (``current``: its :meth:`_current`), None: a key must be made."""

@@ -359,8 +359,13 @@ class KeyStore:
     def slots_between(self, partition: int, after: int, upto: int) -> int:
         """How many seal slots of ``partition`` lie after offset ``after`` and at or before ``upto``."""
         with self._lock:
-            offsets = self._slots.get(partition, ())
-            return bisect_right(offsets, upto) - bisect_right(offsets, after)
+            return slots_within(self._slots.get(partition, ()), after, upto)
+
+    def slot_offsets(self, partitions: Iterable[int]) -> dict[int, tuple[int, ...]]:
+        """The offsets of every seal slot applied in each of ``partitions``, in order (a copy, for
+        :func:`slots_within` over many keys without a lock each)."""
+        with self._lock:
+            return {partition: tuple(self._slots.get(partition, ())) for partition in partitions}
 
     def apply(self, records: Sequence[ApplyItem], next_offsets: dict[int, int]) -> ApplyEffects:
         """Apply records in order, and store ``next_offsets``, in one transaction.
@@ -658,6 +663,11 @@ def _apply_lease_record(
     # A single lease (earlier versions wrote one per key): a seal-leases record of one entry.
     one = SealLeases(record.lease_id, ((record.key_id, record.seals),), record.max_seals, record.requested_at_ms)
     effects.leases[record.lease_id] = leases.apply(partition, offset, one) == b"\x01"
+
+
+def slots_within(offsets: Sequence[int], after: int, upto: int) -> int:
+    """How many of the sorted slot ``offsets`` lie after ``after`` and at or before ``upto``."""
+    return bisect_right(offsets, upto) - bisect_right(offsets, after)
 
 
 def _in_chunks(values: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:

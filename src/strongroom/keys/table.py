@@ -693,6 +693,56 @@ class KeyTable:
             self._warm_stored((stored for rows in keys.values() for stored in rows if stored.key_id in chosen), seen)
         return states
 
+    def current_keys(
+        self, subjects: Sequence[str], pick: Callable[[Sequence[StoredKey]], StoredKey | None]
+    ) -> tuple[dict[str, SubjectKey], list[str]]:
+        """The current key of each subject the table alone can answer for, unwrapped: a writer meeting subjects
+        that already have keys (a pipeline's first batches) without a :class:`SubjectState` per subject.
+
+        A subject is answered when it has no erasure marker, ``pick`` chooses one of its live keys (their rows in
+        partition order, without keys declared lost; the writer's own rule for its current key) and that key's
+        wrapping key is known. Every other subject (no key, an erasure marker, no key ``pick`` accepts, a wrapping
+        key not applied yet or that does not open it) is returned, in order, for :meth:`subject_states` and the
+        writer's general path, which says what happens to it. No key erased or declared lost while the rows were
+        read is answered: the same check as :meth:`_warm_stored` (the applier commits an erasure, then evicts
+        under this table's lock), and then :meth:`lookup`'s.
+        """
+        self._check_alive()
+        wanted = list(dict.fromkeys(subjects))
+        with self._lock:
+            seen = self._evictions
+        keys = self.store.live_keys_many(wanted)
+        markers = self.store.markers_many(wanted)
+        chosen: list[tuple[str, StoredKey, bytes]] = []
+        rest: list[str] = []
+        lost = self._lost
+        for subject in wanted:
+            rows = keys[subject]
+            if lost and rows:
+                rows = [row for row in rows if row.wk_id not in lost]
+            stored = pick(rows) if rows and subject not in markers else None
+            try:
+                key = None if stored is None else self._unwrap(stored)
+            except StrongroomError:  # the general path reports it with its own error
+                key = None
+            if stored is None or key is None:
+                rest.append(subject)
+            else:
+                chosen.append((subject, stored, key))
+        found: dict[str, SubjectKey] = {}
+        with self._lock:
+            if self._evictions != seen:  # an erasure was applied meanwhile: the general path looks again
+                return {}, wanted
+            lost = self._lost  # and a lost marker the table applied meanwhile
+            for subject, stored, key in chosen:
+                if stored.wk_id in lost:
+                    rest.append(subject)
+                else:
+                    found[subject] = stored_subject_key(
+                        subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset, stored.created_ms
+                    )
+        return found, rest
+
     def current_key(self, subject: str) -> SubjectKey | None:
         """The subject's current key (its first live key in partition order that is not declared lost
         and not exhausted), unwrapped; None if none."""
@@ -814,6 +864,11 @@ class KeyTable:
         """How many seal slots (:mod:`strongroom.keys.usage`) of ``partition`` this table applied after offset
         ``after`` and at or before ``upto``."""
         return self.store.slots_between(partition, after, upto)
+
+    def slot_offsets(self, partitions: Iterable[int]) -> dict[int, tuple[int, ...]]:
+        """The offsets of the seal slots this table applied in each of ``partitions``, in order: what
+        :meth:`slots_between` counts, for many keys at once (``store.slots_within``)."""
+        return self.store.slot_offsets(partitions)
 
     def lease_outcomes(self, lease_ids: Iterable[bytes]) -> dict[bytes, bytes]:
         """Which entries of each seal-leases record were granted (one byte per entry, 1 granted), for

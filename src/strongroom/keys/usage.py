@@ -43,10 +43,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.records import LEASE_ID_SIZE
+
+T = TypeVar("T")
 
 #: 2³² random-nonce seals is the NIST ceiling for one key; no limit may let a key pass it.
 HARD_MAX_SEALS: Final = 2**32
@@ -183,6 +185,37 @@ class SealLedger:
         self._balance[key_id] = balance - seals
         self.counters["charged"] += seals
         return Charge.SEAL
+
+    def charge_many(self, wanted: Iterable[tuple[T, bytes, int | None, int]]) -> tuple[list[T], list[T]]:
+        """:meth:`charge` for each ``(item, key id, created_ms, seals)``, the clock read once: the items whose key
+        needs a lease first (``Charge.LEASE``) and those to rotate (``Charge.ROTATE``); the rest are charged."""
+        now_ms = int(self.clock() * 1000)
+        max_age_ms = self.limits.max_age_seconds * 1000
+        balances = self._balance
+        lease: list[T] = []
+        rotate: list[T] = []
+        charged = 0
+        for item, key_id, created_ms, seals in wanted:
+            if created_ms is not None and now_ms - created_ms >= max_age_ms:  # SubjectKeyLimits.expired
+                rotate.append(item)
+                continue
+            balance = balances.get(key_id, 0)
+            if balance < seals:
+                lease.append(item)
+                continue
+            balances[key_id] = balance - seals
+            charged += seals
+        self.counters["charged"] += charged
+        return lease, rotate
+
+    def slot_charge(self, key_id: bytes, seals: int) -> None:
+        """:meth:`slot_credit` and then :meth:`charge` of ``seals`` (at most the slot's share) in one step."""
+        assert key_id not in self._balance, "a slot credits a key once"
+        share = self.limits.lease_seals
+        assert seals <= share, "a slot's share covers the seals it was checked against"
+        self.counters["slot_credits"] += 1
+        self.counters["charged"] += seals
+        self._set(key_id, share - seals)
 
     def lease_size(self, seals: int) -> int:
         """How many seals to ask for when ``seals`` are needed now."""

@@ -112,6 +112,40 @@ def test_a_batch_of_created_keys_is_credited_as_one_by_one_would() -> None:
     assert [batched.fresh(k) for k in keys] == [one_by_one.fresh(k) for k in keys] == [True, False, False, False, True]
 
 
+def test_charging_a_batch_decides_and_charges_as_one_by_one_would() -> None:
+    """``charge_many`` (a batch's keys, the clock read once) and ``slot_charge`` (a slot's credit and its charge in
+    one step) leave the ledger as ``charge`` and ``slot_credit`` + ``charge`` per key do, on random batches."""
+    rng = random.Random(13)
+    limits = SubjectKeyLimits(max_seals=100, lease_seals=10, creator_seals=5, max_age_seconds=60)
+    keys = [bytes([n]) * 16 for n in range(1, 30)]
+    for _ in range(200):
+        ledgers = [SealLedger(limits, capacity=20, clock=lambda: 1000.0) for _ in range(2)]
+        for key_id in rng.sample(keys, 12):
+            for ledger in ledgers:
+                ledger.created(key_id)
+        for key_id in rng.sample(keys, 6):
+            granted = rng.randrange(1, 8)
+            for ledger in ledgers:
+                ledger.granted(key_id, granted)
+        wanted = [(n, key_id, rng.choice([None, 990_000, 940_000, 1_000_000]), rng.randrange(0, 9))
+                  for n, key_id in enumerate(rng.sample(keys, 15))]  # fmt: skip
+        one_by_one, batched = ledgers
+        verdicts = {n: one_by_one.charge(key_id, created, seals) for n, key_id, created, seals in wanted}
+        lease, rotate = batched.charge_many(wanted)
+        assert lease == [n for n, v in verdicts.items() if v is Charge.LEASE]
+        assert rotate == [n for n, v in verdicts.items() if v is Charge.ROTATE]
+        fresh = [key_id for key_id in keys if one_by_one.fresh(key_id)][:3]
+        for key_id in fresh:
+            seals = rng.randrange(0, 11)
+            one_by_one.slot_credit(key_id)
+            assert one_by_one.charge(key_id, None, seals) is Charge.SEAL
+            batched.slot_charge(key_id, seals)
+        assert [batched.balance(k) for k in keys] == [one_by_one.balance(k) for k in keys]
+        assert [batched.fresh(k) for k in keys] == [one_by_one.fresh(k) for k in keys]
+        assert batched.counters == one_by_one.counters
+        assert batched.generation == one_by_one.generation
+
+
 # ---------------------------------------------------------------------------- records
 def test_a_lease_round_trips_and_names_no_subject() -> None:
     record = lease(K1, 10, 100)
