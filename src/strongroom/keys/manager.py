@@ -338,11 +338,10 @@ class KeyManager:
             return info
 
         # Subjects with a current key and nothing else to decide, straight from their rows; the rest as states.
-        found, rest = self.table.current_keys(ordered, self._current_row_picker())
+        found, states = self.table.current_keys(ordered, self._current_row_picker(), warm=current_of)
         self.counters["reused"] += len(found)
         result.update(found)
-        states = self.table.subject_states(rest, warm=current_of) if rest else {}
-        for subject in rest:
+        for subject in states:
             known = self._known(states[subject], current.get(subject))  # not asked for a state without keys
             if known is None:
                 need.append(subject)

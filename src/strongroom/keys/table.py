@@ -57,7 +57,7 @@ from strongroom.keys.follower import KeysFollower
 from strongroom.keys.heartbeat import ReaderHeartbeats, new_reader_id
 from strongroom.keys.lost_check import RECHECK_SECONDS, LostMarkerCheck, RefusedLostMarker
 from strongroom.keys.murmur2 import subject_partition, subject_partitions
-from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost
+from strongroom.keys.store import ApplyEffects, KeyStore, StoredKey, StoredLost, StoredMarker
 from strongroom.keys.topic import KeysTopic
 from strongroom.keys.topic_config import KEYS_TOPIC_DEFAULT, READERS_TOPIC_DEFAULT
 from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
@@ -665,7 +665,17 @@ class KeyTable:
         with self._lock:
             seen = self._evictions
         keys = self.store.live_keys_many(wanted)
-        markers = self.store.markers_many(wanted)
+        return self._states(wanted, keys, self.store.markers_many(wanted), seen, warm)
+
+    def _states(
+        self,
+        wanted: list[str],
+        keys: Mapping[str, list[StoredKey]],
+        markers: Mapping[str, StoredMarker],
+        seen: int,
+        warm: Callable[[SubjectState], KeyInfo | None] | None,
+    ) -> dict[str, SubjectState]:
+        """:meth:`subject_states` from the rows and markers read after the eviction count was ``seen``."""
         states: dict[str, SubjectState] = {}
         lost = self._lost
         keyless = [subject for subject in wanted if not keys[subject]]
@@ -690,20 +700,26 @@ class KeyTable:
             states[subject] = SubjectState(subject, found[0].partition, infos, erasure)
         if warm is not None:  # a state without keys has none to warm
             chosen = {info.key_id for state in states.values() if state.keys and (info := warm(state)) is not None}
-            self._warm_stored((stored for rows in keys.values() for stored in rows if stored.key_id in chosen), seen)
+            rows = (stored for subject in wanted for stored in keys[subject] if stored.key_id in chosen)
+            self._warm_stored(rows, seen)
         return states
 
     def current_keys(
-        self, subjects: Sequence[str], pick: Callable[[Sequence[StoredKey]], StoredKey | None]
-    ) -> tuple[dict[str, SubjectKey], list[str]]:
+        self,
+        subjects: Sequence[str],
+        pick: Callable[[Sequence[StoredKey]], StoredKey | None],
+        *,
+        warm: Callable[[SubjectState], KeyInfo | None] | None = None,
+    ) -> tuple[dict[str, SubjectKey], dict[str, SubjectState]]:
         """The current key of each subject the table alone can answer for, unwrapped: a writer meeting subjects
         that already have keys (a pipeline's first batches) without a :class:`SubjectState` per subject.
 
         A subject is answered when it has no erasure marker, ``pick`` chooses one of its live keys (their rows in
         partition order, without keys declared lost; the writer's own rule for its current key) and that key's
         wrapping key is known. Every other subject (no key, an erasure marker, no key ``pick`` accepts, a wrapping
-        key not applied yet or that does not open it) is returned, in order, for :meth:`subject_states` and the
-        writer's general path, which says what happens to it. No key erased or declared lost while the rows were
+        key not applied yet or that does not open it) is returned, in order, with its state as
+        :meth:`subject_states` gives it (from the same rows; ``warm`` as there), for the writer's general path,
+        which says what happens to it. No key erased or declared lost while the rows were
         read is answered: the same check as :meth:`_warm_stored` (the applier commits an erasure, then evicts
         under this table's lock), and then :meth:`lookup`'s.
         """
@@ -731,17 +747,18 @@ class KeyTable:
                 chosen.append((subject, stored, key))
         found: dict[str, SubjectKey] = {}
         with self._lock:
-            if self._evictions != seen:  # an erasure was applied meanwhile: the general path looks again
-                return {}, wanted
+            raced = self._evictions != seen
             lost = self._lost  # and a lost marker the table applied meanwhile
-            for subject, stored, key in chosen:
+            for subject, stored, key in [] if raced else chosen:
                 if stored.wk_id in lost:
                     rest.append(subject)
                 else:
                     found[subject] = stored_subject_key(
                         subject, stored.key_id, key, stored.wk_id, stored.partition, stored.offset, stored.created_ms
                     )
-        return found, rest
+        if raced:  # an erasure was applied meanwhile: the general path looks again, at rows read again
+            return {}, self.subject_states(wanted, warm=warm)
+        return found, self._states(rest, keys, markers, seen, warm)
 
     def current_key(self, subject: str) -> SubjectKey | None:
         """The subject's current key (its first live key in partition order that is not declared lost
