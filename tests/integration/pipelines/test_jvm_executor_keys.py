@@ -157,13 +157,12 @@ def test_a_field_mode_chunk_charges_one_seal_per_sealed_value(
         assert [text.startswith("sr1:") for text in [document["email"], *document["cards"]]] == [True] * 3
 
 
-def test_chunks_asked_for_ahead_are_sealed_and_opened_in_order_each_key_asked_for_once(
+def test_many_chunks_of_a_task_are_sealed_and_opened_in_order_each_key_asked_for_once(
     spark: SparkSession, pipeline_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A task asks for its next chunk's keys while it seals and writes the chunk before (``KeyAsker``): with chunks
-    of 4 records, 30 chunks per task go through the asking thread. Every record comes out once, in order, under
-    its subject's one key; every key is asked for once (the chunks after take it from the executor's keys, left
-    there by the answer before theirs), and decrypting, chunked alike, gives back every value."""
+    """With chunks of 4 records, a task seals 30 chunks one after the other. Every record comes out once, in order,
+    under its subject's one key; every key is asked for once (the chunks after take it from the executor's keys,
+    left there by the answer before theirs), and decrypting, chunked alike, gives back every value."""
     monkeypatch.setattr(jvm_sink, "CHUNK_ROWS", 4)
     env = pipeline_env
     topic = env.new_topic(partitions=1)
@@ -172,7 +171,7 @@ def test_chunks_asked_for_ahead_are_sealed_and_opened_in_order_each_key_asked_fo
     env.produce_raw(topic, records)
     asked = _record_asks(monkeypatch, EncryptJob, "encrypt_keys")
     rules = {"rules": [{"topic": topic}]}
-    assert env.run(EncryptJob(spark, env.settings(rules, "ahead-enc", engine=Engine.JVM))).written == 120
+    assert env.run(EncryptJob(spark, env.settings(rules, "chunks-enc", engine=Engine.JVM))).written == 120
     assert len(asked) == 30, "one request per chunk"
     assert Counter(s for args in asked for s in args["subjects"]) == Counter(s.decode() for s in subjects)
     sealed = env.read(f"{topic}.enc")
@@ -183,7 +182,7 @@ def test_chunks_asked_for_ahead_are_sealed_and_opened_in_order_each_key_asked_fo
     assert all(len(ids) == 1 for ids in key_ids.values()), "one key per subject across the chunks"
 
     opening = _record_asks(monkeypatch, DecryptJob, "decrypt_keys")
-    job = DecryptJob(spark, env.settings({"rules": [{"topic": f"{topic}.enc"}]}, "ahead-dec", engine=Engine.JVM))
+    job = DecryptJob(spark, env.settings({"rules": [{"topic": f"{topic}.enc"}]}, "chunks-dec", engine=Engine.JVM))
     assert env.run(job).records == {"ok": 120}
     assert Counter(subject for args in opening for _, subject in args["pairs"]) == Counter(s.decode() for s in subjects)
     assert [m.value() for m in env.read(f"{topic}.decrypted")] == [value for _, value in records]

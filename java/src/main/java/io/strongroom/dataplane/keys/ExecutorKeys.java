@@ -184,23 +184,13 @@ public final class ExecutorKeys {
         return taken;
     }
 
-    /** A sealing key an answer handed out, with the seals the driver charged to it beyond what its chunk uses. */
-    public record Kept(String subject, byte[] keyId, byte[] dek, long seals) {
-    }
-
-    /**
-     * Keep the sealing keys of one answer (those with seals left), if no erasure is newer than the answer: one lock
-     * for the whole answer, so the tasks taking seals meanwhile are not held up key by key.
-     */
-    public synchronized void keepSeals(String topic, List<Kept> keys, long answered, long now) {
-        if (answered == UNKNOWN || answered != generation) {
+    /** Keep a key the driver charged {@code seals} more seals to than its chunk uses, if no erasure is newer. */
+    public synchronized void keepSeals(String topic, String subject, byte[] keyId, byte[] dek, long seals,
+            long answered, long now) {
+        if (answered == UNKNOWN || answered != generation || seals <= 0) {
             return;
         }
-        for (Kept key : keys) {
-            if (key.seals() > 0) {
-                put(sealing, new Sealing(topic, key.subject()), new Entry(key.keyId(), key.dek(), now, key.seals()));
-            }
-        }
+        put(sealing, new Sealing(topic, subject), new Entry(keyId, dek, now, seals));
     }
 
     /** The pairs of {@code wanted} that {@link #openKeys} would not serve now (a hint, as {@link #unservable}). */
@@ -226,13 +216,12 @@ public final class ExecutorKeys {
         return found;
     }
 
-    /** Keep the available keys of one answer, if no erasure is newer than the answer (one lock for all of them). */
-    public synchronized void keepOpen(Map<KeyIdSubject, byte[]> keys, long answered, long now) {
+    /** Keep an available key from an answer, if no erasure is newer than the answer. */
+    public synchronized void keepOpen(KeyIdSubject pair, byte[] dek, long answered, long now) {
         if (answered == UNKNOWN || answered != generation) {
             return;
         }
-        keys.forEach((pair, dek) -> put(opening, new KeyIdSubject(pair.keyId().clone(), pair.subject()),
-                new Entry(pair.keyId(), dek, now, 0)));
+        put(opening, new KeyIdSubject(pair.keyId().clone(), pair.subject()), new Entry(pair.keyId(), dek, now, 0));
     }
 
     /** Held, with {@code seals} seals left at least, and younger than {@link #MAX_AGE_NANOS}. */

@@ -42,9 +42,7 @@ public final class KeyServiceClient implements AutoCloseable {
     private final PinnedTls tls;
     private final int readTimeoutMillis;
     private final ExecutorKeys keys;
-    private volatile Connection connection;
-    /** Closed by its task: no request is sent (or connection reopened) any more. */
-    private volatile boolean closed;
+    private Connection connection;
 
     /** An answer and the erasure generation it was given at ({@link ExecutorKeys#UNKNOWN}: none reported). */
     public record Answer(JsonNode result, long generation) {
@@ -83,16 +81,13 @@ public final class KeyServiceClient implements AutoCloseable {
         }
         JsonNode response = null;
         for (int attempt = 1; response == null; attempt++) {
-            if (closed) {
-                throw new KeyServiceException("the task's key-service client is closed", "see the task's own failure");
-            }
             try {
                 Connection open = connection();
                 Frames.write(open.out(), JSON.writeValueAsBytes(request));
                 response = JSON.readTree(Frames.read(open.in(), MAX_RESPONSE_FRAME));
             } catch (IOException e) {
-                drop();
-                if (attempt == 2 || closed) {
+                close();
+                if (attempt == 2) {
                     throw new KeyServiceException("cannot reach the driver's key service at " + spec.host() + ":"
                             + spec.port() + ": " + describe(e), REACH_HINT);
                 }
@@ -150,27 +145,8 @@ public final class KeyServiceClient implements AutoCloseable {
         }
     }
 
-    /**
-     * Close the connection; a request under way fails (its socket is closed under it) and no later one is sent.
-     * Not synchronized with requests, so that a task ending on a failure does not wait for an answer.
-     */
     @Override
-    public void close() {
-        closed = true;
-        Connection open = connection;
-        if (open != null) {
-            try {
-                open.socket().close();
-            } catch (IOException e) {
-                // closing a dead connection: nothing left to release
-            }
-        }
-        synchronized (this) {
-            drop();
-        }
-    }
-
-    private void drop() {
+    public synchronized void close() {
         if (connection != null) {
             try {
                 connection.socket().close();

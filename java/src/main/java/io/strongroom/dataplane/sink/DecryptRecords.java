@@ -35,7 +35,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.concurrent.Future;
 
 /**
  * Opens every whole value (or the rule's sealed JSON fields) of a chunk, as {@code DecryptRows} with {@code RuleCodec.open} in
@@ -45,7 +44,7 @@ import java.util.concurrent.Future;
  * outcomes (opened, passed through, erased, pending, failed) with the same reasons, routed by the same
  * policies (erased: drop or mark; failed: fail, dead-letter or skip; pending: the pending topic).
  */
-final class DecryptRecords extends KeyedTransform {
+final class DecryptRecords implements RecordTransform {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final byte[] PREFIX = {(byte) 0xF5, 0x01, 0x01, 0x01};
     private static final int KEY_ID = WireIds.SUBJECT_KEY_ID_SIZE;
@@ -91,55 +90,10 @@ final class DecryptRecords extends KeyedTransform {
         }
     }
 
-    /**
-     * Every (key id, subject) the chunk needs, each once; the driver is asked for those this executor's keys cannot
-     * serve when the request is sent (after the answers of the chunks before it).
-     */
     @Override
-    protected Prepared start(List<SourceRecord> records, boolean ahead) {
-        Set<KeyIdSubject> pairs = new LinkedHashSet<>();
-        for (SourceRecord record : records) {
-            List<byte[]> keyIds = keyIds(record, plan(record));
-            if (keyIds.isEmpty()) {
-                continue;
-            }
-            Object subject = EncryptRecords.subjectOf(plan(record), record, schemaCodec);
-            if (subject instanceof EncryptRecords.Subject s) {
-                for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
-                    pairs.add(new KeyIdSubject(keyId, s.text()));
-                }
-            }
-        }
-        ExecutorKeys held = service.keys();
-        long now = System.nanoTime();
-        Future<Map<KeyIdSubject, KeyState>> answer = asker.ask(() -> {
-            Map<KeyIdSubject, KeyState> states = new HashMap<>(2 * pairs.size());
-            if (!pairs.isEmpty()) {
-                askDriver(held.unopenable(pairs, now), states, held, now);
-            }
-            return states;
-        }, ahead);
-        return new Prepared() {
-            @Override
-            public List<Verdict> finish() {
-                return DecryptRecords.this.finish(records, pairs, answer);
-            }
-
-            @Override
-            public void discard() {
-                Map<KeyIdSubject, KeyState> states = KeyAsker.ifAnswered(answer);
-                if (states != null) {
-                    forget(states);
-                }
-            }
-        };
-    }
-
-    private List<Verdict> finish(List<SourceRecord> records, Set<KeyIdSubject> pairs,
-            Future<Map<KeyIdSubject, KeyState>> answer) {
-        Map<KeyIdSubject, KeyState> states = KeyAsker.await(answer);
+    public List<Verdict> apply(List<SourceRecord> records) {
+        Map<KeyIdSubject, KeyState> states = keyStates(records);
         try {
-            held(pairs, states);
             long now = System.currentTimeMillis();
             List<Verdict> verdicts = new ArrayList<>(records.size());
             for (SourceRecord record : records) {
@@ -157,14 +111,10 @@ final class DecryptRecords extends KeyedTransform {
             }
             return verdicts;
         } finally {
-            forget(states);
-        }
-    }
-
-    private static void forget(Map<KeyIdSubject, KeyState> states) {
-        for (KeyState state : states.values()) {
-            if (state.dek() != null) {
-                Arrays.fill(state.dek(), (byte) 0);
+            for (KeyState state : states.values()) {
+                if (state.dek() != null) {
+                    Arrays.fill(state.dek(), (byte) 0);
+                }
             }
         }
     }
@@ -177,16 +127,31 @@ final class DecryptRecords extends KeyedTransform {
     private static final KeyState NOT_ANSWERED = new KeyState(PENDING, null, null);
 
     /**
-     * The rest of the chunk's keys from what this executor holds, once the chunk's answer ({@code states}) is in: one
-     * request per chunk that needs keys, whose answer carries the erasures since the last request, applied before
-     * any held key is used here. Pairs the held keys no longer serve are asked for again, now.
+     * Every (key id, subject) the chunk needs, each once: an available key this executor holds
+     * ({@link ExecutorKeys}), else the driver's answer. One request per chunk, always: its answer carries the
+     * erasures since the last request, applied before any held key is used.
      */
-    private void held(Set<KeyIdSubject> pairs, Map<KeyIdSubject, KeyState> states) {
+    private Map<KeyIdSubject, KeyState> keyStates(List<SourceRecord> records) {
+        Set<KeyIdSubject> pairs = new LinkedHashSet<>();
+        for (SourceRecord record : records) {
+            List<byte[]> keyIds = keyIds(record, plan(record));
+            if (keyIds.isEmpty()) {
+                continue;
+            }
+            Object subject = EncryptRecords.subjectOf(plan(record), record, schemaCodec);
+            if (subject instanceof EncryptRecords.Subject s) {
+                for (byte[] keyId : keyIds) { // every key the record needs, not only its first field's
+                    pairs.add(new KeyIdSubject(keyId, s.text()));
+                }
+            }
+        }
+        Map<KeyIdSubject, KeyState> states = new HashMap<>(2 * pairs.size());
         if (pairs.isEmpty()) {
-            return;
+            return states;
         }
         ExecutorKeys held = service.keys();
         long now = System.nanoTime();
+        askDriver(held.unopenable(pairs, now), states, held, now);
         List<KeyIdSubject> rest = new ArrayList<>(pairs.size());
         for (KeyIdSubject pair : pairs) {
             if (!states.containsKey(pair)) {
@@ -195,7 +160,7 @@ final class DecryptRecords extends KeyedTransform {
         }
         Map<KeyIdSubject, byte[]> found = held.openKeys(rest, now);
         found.forEach((pair, dek) -> states.put(pair, new KeyState(AVAILABLE, dek, null)));
-        if (found.size() < rest.size()) { // an erasure in an answer removed them: the driver decides again
+        if (found.size() < rest.size()) { // an erasure in the answer removed them: the driver decides again
             List<KeyIdSubject> missed = new ArrayList<>();
             for (KeyIdSubject pair : rest) {
                 if (!found.containsKey(pair)) {
@@ -204,6 +169,7 @@ final class DecryptRecords extends KeyedTransform {
             }
             askDriver(missed, states, held, now);
         }
+        return states;
     }
 
     /** The driver's answer for each pair of {@code ask}; available keys are kept in {@code held}. */
@@ -226,7 +192,6 @@ final class DecryptRecords extends KeyedTransform {
                     + " asked");
         }
         try {
-            Map<KeyIdSubject, byte[]> available = new HashMap<>();
             int at = 0;
             for (int i = 0; i < codes.length; i++) {
                 KeyIdSubject pair = ask.get(i);
@@ -246,13 +211,12 @@ final class DecryptRecords extends KeyedTransform {
                 KeyState kept = new KeyState(state, dek, reason == null || reason.isNull() ? null : reason.asText());
                 states.put(pair, kept);
                 if (dek != null) {
-                    available.put(pair, dek);
+                    held.keepOpen(pair, dek, answer.generation(), now);
                 }
             }
             if (at != deks.length) {
                 throw new IllegalStateException("the key service answered more keys than it said available");
             }
-            held.keepOpen(available, answer.generation(), now);
         } finally {
             Arrays.fill(deks, (byte) 0);
         }

@@ -27,7 +27,6 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.Future;
 
 /**
  * Seals every whole value (or the rule's JSON fields) of a chunk with its subject's key, as {@code EncryptRows} in
@@ -36,7 +35,7 @@ import java.util.concurrent.Future;
  * first. The chunk's keys are copies, overwritten after the chunk; the executor keeps its own in
  * {@link ExecutorKeys}.
  */
-final class EncryptRecords extends KeyedTransform {
+final class EncryptRecords implements RecordTransform {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final SourceRecord.Header VALUE_MARKER = new SourceRecord.Header(WireIds.RECORD_HEADER_NAME,
             RecordMarker.headerValue(ValueMode.WHOLE_VALUE));
@@ -73,7 +72,7 @@ final class EncryptRecords extends KeyedTransform {
     }
 
     @Override
-    protected Prepared start(List<SourceRecord> records, boolean ahead) {
+    public List<Verdict> apply(List<SourceRecord> records) {
         Object[] subjects = new Object[records.size()];
         // per source topic: its rule's KEK wraps the keys (a KEK per topic, strongroom/keys/router.py)
         Map<String, Map<String, Integer>> wanted = new HashMap<>();
@@ -90,46 +89,9 @@ final class EncryptRecords extends KeyedTransform {
                         .merge(s.text(), sealCount(plan, record), Integer::sum);
             }
         }
-        ExecutorKeys held = service.keys();
-        long now = System.nanoTime();
-        Map<String, Future<Map<String, SubjectKey>>> answers = new HashMap<>();
-        wanted.forEach((topic, seals) -> answers.put(topic, asker.ask(() -> {
-            // what the executor cannot serve when the request is sent: after the answers of the chunks before
-            Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
-            askDriver(topic, held.unservable(topic, seals, now), keys, held, now);
-            return keys;
-        }, ahead)));
-        return new Prepared() {
-            @Override
-            public List<Verdict> finish() {
-                return EncryptRecords.this.finish(records, subjects, wanted, answers);
-            }
-
-            @Override
-            public void discard() {
-                for (Future<Map<String, SubjectKey>> answer : answers.values()) {
-                    Map<String, SubjectKey> got = KeyAsker.ifAnswered(answer);
-                    if (got != null) {
-                        forget(got.values());
-                    }
-                }
-            }
-        };
-    }
-
-    /**
-     * Seal the chunk with the keys the driver answered, and the executor's held keys for the rest (taken only now:
-     * the answer's erasures were applied to them first); the chunk's keys are overwritten afterwards.
-     */
-    private List<Verdict> finish(List<SourceRecord> records, Object[] subjects, Map<String, Map<String, Integer>> wanted,
-            Map<String, Future<Map<String, SubjectKey>>> answers) {
         Map<String, Map<String, SubjectKey>> keys = new HashMap<>();
         try {
-            for (Map.Entry<String, Map<String, Integer>> topic : wanted.entrySet()) {
-                Map<String, SubjectKey> got = KeyAsker.await(answers.get(topic.getKey()));
-                keys.put(topic.getKey(), got);
-                held(topic.getKey(), topic.getValue(), got);
-            }
+            wanted.forEach((topic, seals) -> keys.put(topic, keysFor(topic, seals)));
             List<Verdict> verdicts = new ArrayList<>(subjects.length);
             for (int i = 0; i < subjects.length; i++) {
                 SourceRecord record = records.get(i);
@@ -138,15 +100,11 @@ final class EncryptRecords extends KeyedTransform {
             return verdicts;
         } finally {
             for (Map<String, SubjectKey> topicKeys : keys.values()) {
-                forget(topicKeys.values());
-            }
-        }
-    }
-
-    private static void forget(Iterable<SubjectKey> keys) {
-        for (SubjectKey key : keys) {
-            if (key != null) {
-                Arrays.fill(key.dek(), (byte) 0);
+                for (SubjectKey key : topicKeys.values()) {
+                    if (key != null) {
+                        Arrays.fill(key.dek(), (byte) 0);
+                    }
+                }
             }
         }
     }
@@ -282,16 +240,17 @@ final class EncryptRecords extends KeyedTransform {
     }
 
     /**
-     * The rest of the chunk's keys of one source topic, from what this executor holds, once the chunk's answer
-     * ({@code keys}) is in: one request per chunk and topic, always, for what the held keys cannot serve, whose
-     * answer carries the erasures since the last request, applied before any held key is used here. {@code seals}
-     * (records per subject) is charged to the keys' usage limits; a key from the driver comes with
-     * {@link #SEAL_ALLOWANCE} seals at least, and what the chunk does not use stays with the executor's keys for
-     * the next chunks. Subjects the held keys no longer serve are asked for again, now.
+     * Keys for the chunk's subjects of one source topic; {@code seals} (records per subject) is charged to the keys'
+     * usage limits. One request per chunk and topic, always, for what this executor's keys cannot serve: its
+     * answer carries the erasures since the last request, applied before any held key is used. A key from the
+     * driver comes with {@link #SEAL_ALLOWANCE} seals at least; what the chunk does not use stays with the
+     * executor's keys for the next chunks.
      */
-    private void held(String topic, Map<String, Integer> seals, Map<String, SubjectKey> keys) {
+    private Map<String, SubjectKey> keysFor(String topic, Map<String, Integer> seals) {
         ExecutorKeys held = service.keys();
+        Map<String, SubjectKey> keys = new HashMap<>(2 * seals.size());
         long now = System.nanoTime();
+        askDriver(topic, held.unservable(topic, seals, now), keys, held, now);
         Map<String, Integer> rest = new HashMap<>(2 * seals.size());
         seals.forEach((subject, count) -> {
             if (!keys.containsKey(subject)) {
@@ -300,7 +259,7 @@ final class EncryptRecords extends KeyedTransform {
         });
         Map<String, ExecutorKeys.Key> taken = held.takeSeals(topic, rest, now);
         taken.forEach((subject, key) -> keys.put(subject, new SubjectKey(new SubjectKeyRef(key.keyId()), key.dek())));
-        if (taken.size() < rest.size()) { // an erasure in an answer removed them, or another task took their seals
+        if (taken.size() < rest.size()) { // an erasure in the answer removed them, or another task took their seals
             Map<String, Integer> missed = new LinkedHashMap<>();
             rest.forEach((subject, count) -> {
                 if (!taken.containsKey(subject)) {
@@ -309,6 +268,7 @@ final class EncryptRecords extends KeyedTransform {
             });
             askDriver(topic, missed, keys, held, now);
         }
+        return keys;
     }
 
     /**
@@ -333,7 +293,6 @@ final class EncryptRecords extends KeyedTransform {
                     + ask.size() + " subjects");
         }
         try {
-            List<ExecutorKeys.Kept> kept = new ArrayList<>(ask.size());
             int at = 0;
             for (Map.Entry<String, Integer> wanted : ask.entrySet()) {
                 String subject = wanted.getKey();
@@ -344,11 +303,11 @@ final class EncryptRecords extends KeyedTransform {
                     byte[] dek = Arrays.copyOfRange(packed, at + 1 + WireIds.SUBJECT_KEY_ID_SIZE, at + PACKED_KEY);
                     keys.put(subject, new SubjectKey(new SubjectKeyRef(keyId), dek));
                     int count = wanted.getValue();
-                    kept.add(new ExecutorKeys.Kept(subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count));
+                    held.keepSeals(topic, subject, keyId, dek, Math.max(count, SEAL_ALLOWANCE) - count,
+                            answer.generation(), now);
                 }
                 at += PACKED_KEY;
             }
-            held.keepSeals(topic, kept, answer.generation(), now);
         } finally {
             Arrays.fill(packed, (byte) 0);
         }

@@ -21,8 +21,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * One write task: the rows of (normally) one source partition, in offset order, as
  * {@code make_partition_writer} in {@code strongroom/spark/kafka_sink.py} does it. It opens the partition's
  * transaction first, skips rows below the committed offset, transforms the rest chunk by chunk (one
- * key-service request per chunk, asked for while the task reads the next chunk and seals the one before),
- * writes them in order, and commits the records with the new source offset.
+ * key-service request per chunk), writes them, and commits the records with the new source offset.
  * Returns one summary per source partition, as JSON text with the fields of {@code SUMMARY_SCHEMA}.
  *
  * <p>Failures leave the task as the Python sink's do, so the driver's retry loop treats both engines alike:
@@ -42,10 +41,8 @@ final class TaskWriter {
     /** The transaction of the rows being taken, and its source topic as the rows spell it. */
     private PartitionTxn current;
     private UTF8String currentTopic;
-    private List<SourceRecord> chunk = new ArrayList<>();
+    private final List<SourceRecord> chunk = new ArrayList<>();
     private long chunkBytes;
-    /** The chunk prepared last (its keys asked for), written once the next one is prepared or the rows end. */
-    private Pending pending;
     private KeyServiceClient service;
     private RecordTransform transform;
 
@@ -59,7 +56,6 @@ final class TaskWriter {
                 take(rows.next());
             }
             flush();
-            drain();
             for (PartitionTxn txn : txns.values()) {
                 txn.commit();
             }
@@ -69,9 +65,6 @@ final class TaskWriter {
             }
             return summaries;
         } catch (RuntimeException e) {
-            if (pending != null) {
-                pending.prepared().discard();
-            }
             for (PartitionTxn txn : txns.values()) {
                 txn.abortIfOpen();
             }
@@ -79,9 +72,6 @@ final class TaskWriter {
         } finally {
             for (PartitionTxn txn : txns.values()) {
                 txn.close();
-            }
-            if (transform != null) {
-                transform.close();
             }
             if (service != null) {
                 service.close();
@@ -117,50 +107,23 @@ final class TaskWriter {
         }
     }
 
-    /** A chunk whose transform was started, with the transaction its verdicts go to. */
-    private record Pending(List<SourceRecord> rows, PartitionTxn txn, RecordTransform.Prepared prepared) {
-    }
-
-    /** Start on the chunk taken so far, then write the one started before it (chunks are written in order). */
     private void flush() {
         if (chunk.isEmpty()) {
             return;
         }
-        List<SourceRecord> rows = chunk;
-        chunk = new ArrayList<>();
-        chunkBytes = 0;
-        RecordTransform.Prepared prepared;
-        try {
-            prepared = transform().prepare(rows);
-        } catch (RuntimeException e) {
-            throw fatalChunk(rows, e);
-        }
-        Pending previous = pending;
-        pending = new Pending(rows, current, prepared); // every row of the chunk is of the current partition
-        if (previous != null) {
-            write(previous);
-        }
-    }
-
-    /** Write the chunk started last, if any. */
-    private void drain() {
-        Pending last = pending;
-        pending = null;
-        if (last != null) {
-            write(last);
-        }
-    }
-
-    private void write(Pending chunk) {
         List<Verdict> verdicts;
         try {
-            verdicts = chunk.prepared().finish();
+            verdicts = transform().apply(chunk);
         } catch (RuntimeException e) {
-            throw fatalChunk(chunk.rows(), e);
+            SourceRecord first = chunk.get(0);
+            String problem = e instanceof KeyServiceException k ? k.problem()
+                    : e instanceof SchemaEngineException s ? s.problem() + "; " + s.hint() : describe(e);
+            throw new FatalFailure("process the records from " + first.topic() + "[" + first.partition() + "]@"
+                    + first.offset() + " on: " + problem);
         }
-        PartitionTxn txn = chunk.txn();
+        PartitionTxn txn = current; // every row of the chunk is of the current partition
         for (int i = 0; i < verdicts.size(); i++) {
-            SourceRecord record = chunk.rows().get(i);
+            SourceRecord record = chunk.get(i);
             Verdict verdict = verdicts.get(i);
             if (verdict.fatal()) {
                 txn.abort();
@@ -169,14 +132,8 @@ final class TaskWriter {
             }
             txn.take(record.offset(), verdict);
         }
-    }
-
-    private static FatalFailure fatalChunk(List<SourceRecord> rows, RuntimeException e) {
-        SourceRecord first = rows.get(0);
-        String problem = e instanceof KeyServiceException k ? k.problem()
-                : e instanceof SchemaEngineException s ? s.problem() + "; " + s.hint() : describe(e);
-        return new FatalFailure("process the records from " + first.topic() + "[" + first.partition() + "]@"
-                + first.offset() + " on: " + problem);
+        chunk.clear();
+        chunkBytes = 0;
     }
 
     private RecordTransform transform() {
