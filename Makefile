@@ -22,15 +22,18 @@ $(shell mkdir -p build && printf '%s\n' $(JAVA_SOURCES) > $(JAVA_SOURCE_LIST).ne
 JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
 # Native AES-256-GCM loops (src/strongroom/crypto/_gcm.c: the consumer's opener, issue 18; new subject keys,
 # issue 13): C against the virtualenv's Python headers and the system's OpenSSL 3 (libssl-dev), every warning
-# an error.
+# an error. Field mode's strict JSON reader and canonical writer (src/strongroom/envelope/_canonical.c, issue
+# 18): C against the Python headers only.
 NATIVE_OPENER := src/strongroom/crypto/_gcm.so
+NATIVE_JSON := src/strongroom/envelope/_canonical.so
+NATIVE := $(NATIVE_OPENER) $(NATIVE_JSON)
 NATIVE_CFLAGS := -O2 -fPIC -shared -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -fvisibility=hidden
 
 .PHONY: all install dataplane system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
 
 all: install
 
-install: $(DEPS_STAMP) $(NATIVE_OPENER) $(KAFKA_STAMP) $(SPARK_STAMP) $(DATAPLANE_JAR)
+install: $(DEPS_STAMP) $(NATIVE) $(KAFKA_STAMP) $(SPARK_STAMP) $(DATAPLANE_JAR)
 
 # Python dependencies (PySpark, confluent-kafka, cryptography, hvac, boto3, moto, OpenBao's CLI, test tools).
 $(DEPS_STAMP): pyproject.toml
@@ -46,6 +49,11 @@ $(NATIVE_OPENER): src/strongroom/crypto/_gcm.c | $(DEPS_STAMP)
 	@command -v cc >/dev/null && [ -f /usr/include/openssl/evp.h ] || { echo "error: a C compiler and OpenSSL's headers are needed (apt-get install gcc libssl-dev)"; exit 1; }
 	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< -lcrypto && mv $@.tmp $@
+
+$(NATIVE_JSON): src/strongroom/envelope/_canonical.c | $(DEPS_STAMP)
+	@command -v cc >/dev/null || { echo "error: a C compiler is needed (apt-get install gcc)"; exit 1; }
+	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
+	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< && mv $@.tmp $@
 
 # Apache Kafka broker + tools jars from Maven Central (cached under $(STRONGROOM_CACHE)).
 $(KAFKA_STAMP): src/strongroom/resources/kafka-pom.xml | $(DEPS_STAMP)
@@ -81,7 +89,7 @@ demo: install
 test: install system-deps check
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-unit: $(DEPS_STAMP) $(NATIVE_OPENER)
+test-unit: $(DEPS_STAMP) $(NATIVE)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 test-integration: install
@@ -100,7 +108,7 @@ bench: install
 	@for b in bench/*_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info spark-warehouse metastore_db $(NATIVE_OPENER)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build dist src/*.egg-info spark-warehouse metastore_db $(NATIVE)
 
 distclean: clean
 	rm -rf $(VENV)

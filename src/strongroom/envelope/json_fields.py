@@ -55,6 +55,14 @@ from strongroom.envelope.keyref import KeyRef
 from strongroom.errors import EnvelopeError
 from strongroom.policies import OnErasedField
 
+try:  # field mode's strict reader and canonical writer in C, built by `make` from _canonical.c (issue 18)
+    from strongroom.envelope._canonical import canonical as _native_canonical
+except ImportError:  # pragma: no cover - an install without the project's build: the Python path reads every value
+    _native_canonical = None
+
+#: Whether the native reader is here (the project's build makes it; a test insists).
+NATIVE: Final = _native_canonical is not None
+
 _orjson_dumps: Final = orjson.dumps
 _orjson_loads: Final = orjson.loads
 _a2b_base64: Final = binascii.a2b_base64
@@ -63,6 +71,9 @@ _b2a_base64: Final = binascii.b2a_base64
 _SCALARS: Final = frozenset((str, int, bool, type(None)))
 _PREFIX_LEN: Final = len(FIELD_PREFIX)
 _FIELD_PREFIX_BYTES: Final = FIELD_PREFIX.encode("ascii")
+_SEALED_QUOTE: Final = b'"' + _FIELD_PREFIX_BYTES
+_SEALED_START: Final = len(_SEALED_QUOTE)
+_NULL: Final = b"null"
 _JSON_TYPES: Final = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
 
 
@@ -317,6 +328,10 @@ def encrypt_json_fields(
     """
     if not isinstance(rules, FieldRules):
         rules = _compiled(tuple(rules))
+    if NATIVE and rules.top_members is not None and type(value) is bytes:
+        sealed = _seal_members(value, rules, dek, key_ref, ctx, usage)
+        if sealed is not None:
+            return sealed
     document = load_json_object(value)
     targets = _rule_slots(document, rules)
     if may_hold_envelopes(value):
@@ -331,6 +346,108 @@ def encrypt_json_fields(
         container[slot] = FIELD_PREFIX + _b2a_base64(envelope, newline=False).decode("ascii")
         changed = True
     return _json_bytes(document) if changed else value
+
+
+def _seal_members(
+    value: bytes, rules: FieldRules, dek: bytes, key_ref: KeyRef, ctx: RecordContext, usage: DekUsage | None
+) -> bytes | None:
+    """:func:`encrypt_json_fields` for rules of top-level members, read and written by the native reader: the
+    same bytes, seals and charges, in rule order. None, before anything is sealed, when the Python path must
+    read the value: the native reader was not sure of it, or a string in it starts with ``sr1:`` (a stray or a
+    re-run's envelope, which only the Python path judges)."""
+    names = _member_bytes(rules.top_members)
+    scanned = _native_canonical(value, names, True) if names is not None else None
+    if scanned is None or scanned[2]:
+        return None
+    text, _, _, spans = scanned
+    found = [(spans[2 * i], spans[2 * i + 1], path.text) for i, path in enumerate(rules.paths) if spans[2 * i] >= 0]
+    if not found:
+        return value  # no rule matched: the value as it came, as the Python path returns it
+    pieces: list[tuple[int, int, bytes]] = []
+    for start, end, path in found:  # rule order, as the Python path seals (and charges)
+        envelope = seal(text[start:end], dek, key_ref, ctx, path, usage=usage)
+        pieces.append((start, end, _b2a_base64(envelope, newline=False)))
+    pieces.sort()
+    out: list[bytes] = []
+    at = 0
+    for start, end, encoded in pieces:
+        out += (text[at:start], _SEALED_QUOTE, encoded, b'"')
+        at = end
+    out.append(text[at:])
+    return b"".join(out)
+
+
+def _open_members(
+    value: bytes,
+    rules: FieldRules,
+    key_lookup: KeyLookup,
+    ctx: RecordContext,
+    topic_map: Mapping[str, str] | None,
+    on_erased: str,
+) -> bytes | None:
+    """:func:`decrypt_json_fields` with rules of top-level members, for a value already in canonical form (what
+    strongroom writes): the same lookups, openings, errors and bytes. None, before any key is looked up, when the
+    Python path must read the value: the native reader was not sure of it, it is not canonical, or a rule field
+    holds something other than a well-formed envelope (the Python path names the problem)."""
+    names = _member_bytes(rules.top_members)
+    scanned = _native_canonical(value, names, True) if names is not None else None
+    if scanned is None or not scanned[1]:
+        return None
+    spans = scanned[3]
+    fields: list[tuple[int, int, str, ParsedEnvelope]] = []
+    for i, rule in enumerate(rules.paths):
+        start, end = spans[2 * i], spans[2 * i + 1]
+        if start < 0:
+            continue
+        if value[start : start + _SEALED_START] != _SEALED_QUOTE:
+            return None  # plaintext at a rule field: UnencryptedField from the Python path
+        try:
+            fields.append(
+                (start, end, rule.text, parse(_a2b_base64(value[start + _SEALED_START : end - 1], strict_mode=True)))
+            )
+        except (ValueError, EnvelopeError):
+            return None
+    if not fields:
+        return value
+    keys: dict[bytes, bytes | None] = {}  # by envelope header: one lookup per key per document
+    pieces: list[tuple[int, int, bytes]] = []
+    for start, end, path, parsed in fields:
+        if parsed.header in keys:
+            dek = keys[parsed.header]
+        else:
+            dek = keys[parsed.header] = key_lookup(parsed.key_ref)
+        if dek is None:
+            if on_erased == "raise":
+                raise SubjectErased(
+                    f"field {path} of subject {subject_fingerprint(ctx.subject)} was sealed with "
+                    f"the erased key {parsed.key_ref!r}"
+                )
+            pieces.append((start, end, _NULL))
+            continue
+        plain = open_envelope(parsed, dek, ctx, path, topic_map=topic_map)
+        checked = _native_canonical(plain, (), False)
+        if checked is None or not checked[1]:  # not as strongroom writes it: read and written as the Python path does
+            plain = _json_bytes(_field_json(plain, path))
+        pieces.append((start, end, plain))
+    pieces.sort()
+    out: list[bytes] = []
+    at = 0
+    for start, end, plain in pieces:
+        out += (value[at:start], plain)
+        at = end
+    out.append(value[at:])
+    return b"".join(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _member_bytes(members: tuple[str, ...] | None) -> tuple[bytes, ...] | None:
+    """The canonical spelling of each member name (inside its quotes), as the native reader compares them."""
+    if members is None:
+        return None
+    try:
+        return tuple(_json_bytes(name)[1:-1] for name in members)
+    except NotJson:  # a lone surrogate: no such member can be read
+        return None
 
 
 def _refuse_strays(document: dict[str, Any], targets: set[tuple[int, Any]]) -> None:
@@ -380,6 +497,10 @@ def decrypt_json_fields(
     rules = None
     if expect_encrypted is not None:
         rules = expect_encrypted if isinstance(expect_encrypted, FieldRules) else _compiled(tuple(expect_encrypted))
+        if NATIVE and rules.top_members is not None and type(value) is bytes:
+            opened = _open_members(value, rules, key_lookup, ctx, topic_map, on_erased)
+            if opened is not None:
+                return opened
     doc = value if isinstance(value, FieldDocument) else FieldDocument(value, rules)
     if doc.plaintext_fields:
         raise UnencryptedField(f"field {doc.plaintext_fields[0]} should be encrypted but holds plaintext")

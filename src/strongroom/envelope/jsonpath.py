@@ -116,7 +116,7 @@ def _parse_segment(text: str, pos: int, out: list[Segment]) -> int:
 class FieldRules:
     """A checked set of field paths to encrypt. Compile once per topic, reuse for every record."""
 
-    __slots__ = ("fixed_value_count", "paths")
+    __slots__ = ("fixed_value_count", "paths", "top_members")
 
     def __init__(self, paths: Iterable[str | FieldPath]) -> None:
         parsed = [p if isinstance(p, FieldPath) else FieldPath.parse(p) for p in paths]
@@ -130,6 +130,10 @@ class FieldRules:
         #: How many values the rules select in any record at most, when that is fixed (no ``[*]`` step: each
         #: path selects one value or none); None when it depends on the record's arrays.
         self.fixed_value_count: int | None = None if any(WILDCARD in path.segments for path in parsed) else len(parsed)
+        #: The member names, in rule order, when every path is one top-level member (``$.name``, most rules).
+        self.top_members: tuple[str, ...] | None = (
+            tuple(str(path.segments[0]) for path in parsed) if all(len(path.segments) == 1 for path in parsed) else None
+        )
 
     def __repr__(self) -> str:
         return f"FieldRules({[p.text for p in self.paths]!r})"
