@@ -21,9 +21,10 @@ $(shell mkdir -p build && printf '%s\n' $(JAVA_SOURCES) > $(JAVA_SOURCE_LIST).ne
   { cmp -s $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST) && rm -f $(JAVA_SOURCE_LIST).new || mv $(JAVA_SOURCE_LIST).new $(JAVA_SOURCE_LIST); })
 JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
 # Native AES-256-GCM loops (src/strongroom/crypto/_gcm.c: the consumer's opener, issue 18; new subject keys,
-# issue 13): C against the virtualenv's Python headers and the system's OpenSSL 3 (libssl-dev), every warning
-# an error. Field mode's strict JSON reader and canonical writer (src/strongroom/envelope/_canonical.c, issue
-# 18): C against the Python headers only.
+# issue 13; field mode's sealing and opening, issue 18): C against the virtualenv's Python headers and the
+# system's OpenSSL 3 (libssl-dev), every warning an error. Field mode's strict JSON reader and canonical writer
+# (src/strongroom/envelope/_json_scan.h, in both modules; alone in _canonical.c, issue 18): C against the Python
+# headers only.
 NATIVE_OPENER := src/strongroom/crypto/_gcm.so
 NATIVE_JSON := src/strongroom/envelope/_canonical.so
 NATIVE := $(NATIVE_OPENER) $(NATIVE_JSON)
@@ -45,12 +46,12 @@ $(DEPS_STAMP): pyproject.toml
 	touch $@
 
 # The native AES-GCM loops: rebuilt when their source changes. Needs a C compiler and OpenSSL's headers (libssl-dev).
-$(NATIVE_OPENER): src/strongroom/crypto/_gcm.c | $(DEPS_STAMP)
+$(NATIVE_OPENER): src/strongroom/crypto/_gcm.c src/strongroom/envelope/_json_scan.h | $(DEPS_STAMP)
 	@command -v cc >/dev/null && [ -f /usr/include/openssl/evp.h ] || { echo "error: a C compiler and OpenSSL's headers are needed (apt-get install gcc libssl-dev)"; exit 1; }
 	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< -lcrypto && mv $@.tmp $@
 
-$(NATIVE_JSON): src/strongroom/envelope/_canonical.c | $(DEPS_STAMP)
+$(NATIVE_JSON): src/strongroom/envelope/_canonical.c src/strongroom/envelope/_json_scan.h | $(DEPS_STAMP)
 	@command -v cc >/dev/null || { echo "error: a C compiler is needed (apt-get install gcc)"; exit 1; }
 	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< && mv $@.tmp $@

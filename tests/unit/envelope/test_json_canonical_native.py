@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_cases import documents, hostile_text, integers_in
 
 from strongroom.crypto.nonces import fixed_nonces_for_vectors
 from strongroom.envelope import FIELD_PREFIX, KeyRef, RecordContext, SubjectKeyRef, json_fields
@@ -79,25 +80,6 @@ def check_agrees(data: bytes, top_object: bool = True) -> bool:
 
 
 # ------------------------------------------------------------------------------ the reader alone
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.sampled_from(["name", "email", "address", "é x", "a", "\u0000", '"', "sr1:"]) | st.text(max_size=4),
-            children,
-            max_size=5,
-        )
-    ),
-    max_leaves=20,
-)
-documents = st.dictionaries(st.sampled_from(["name", "email", "address", "é x", "n", "m"]), json_values, max_size=6)
-
-
 @settings(max_examples=600, deadline=None)
 @given(documents, st.sampled_from([(",", ":"), (", ", ": "), (",", " : ")]), st.booleans(), st.sampled_from([None, 1]))
 def test_documents_however_written_read_as_python_reads_them(
@@ -107,49 +89,9 @@ def test_documents_however_written_read_as_python_reads_them(
     check_agrees(data)
     canonical_form = _json_bytes(load_json_object(data))  # doubles as the reader reads them (float.__repr__)
     got = canonical(canonical_form, NAMES, True)
-    if all(abs(v) < 10**18 for v in _integers(document)):  # longer integers are left to Python
+    if all(abs(v) < 10**18 for v in integers_in(document)):  # longer integers are left to Python
         assert got is not None, canonical_form
         assert got[1], canonical_form
-
-
-def _integers(value: Any) -> list[int]:
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, dict):
-        return [i for v in value.values() for i in _integers(v)]
-    if isinstance(value, list):
-        return [i for v in value for i in _integers(v)]
-    return []
-
-
-HOSTILE_PIECES = [
-    "{", "}", "[", "]", ",", ":", '"a"', '"name"', '"\\u006eame"', '"sr1:QUJD"', '"\\u0073r1:QUJD"', '"\\ud83d\\ude00"',
-    '"\\ud800"', '"\\udc00x"', '"\\ud800\\u0041"', '"\\/"', '"\\b\\u0008\\u001F"', "1", "-0", "-0.0", "1e5", "1E+2",
-    "0.1", "1.", "01", "-", "1e400", "-1e400", "1e-400", "12345678901234567890123", "true", "false", "null", "NaN",
-    "Infinity", "-Infinity", " ", "\n", "\t", "\x0b", '"\x01"', '"\x7f"', '"\xc3\xa9"', '"\xed\xa0\x80"', '"\xe2\x82"',
-    '"\xf4\x90\x80\x80"', '"\xc0\xaf"', '"\xe0\x80\xaf"', "x", '"\\x"', '"\\u00e9"', '"\\u00E9"', "2.50", "3.0e-7",
-    '"\\""', '"\\\\"', "\ufeff", "\u00a0",
-]  # fmt: skip
-
-
-def _hostile(rng: random.Random, depth: int = 0) -> str:
-    roll = rng.random()
-    if depth > 4 or roll < 0.3:
-        return rng.choice(HOSTILE_PIECES)
-    if roll < 0.65:
-        names = ['"name"', '"email"', '"\\u0065mail"', '"é x"', '"\\u00e9 x"', '"sr1:x"', '"a"']
-        members = [
-            rng.choice(names) + rng.choice([":", " : "]) + _hostile(rng, depth + 1) for _ in range(rng.randint(0, 4))
-        ]
-        text = "{" + rng.choice([",", ", "]).join(members) + "}"
-    else:
-        text = "[" + ",".join(_hostile(rng, depth + 1) for _ in range(rng.randint(0, 4))) + "]"
-    if rng.random() < 0.08:
-        at = rng.randrange(len(text) + 1)
-        text = text[:at] + rng.choice(HOSTILE_PIECES) + text[at:]
-    return text
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -157,7 +99,7 @@ def test_hostile_texts_are_refused_or_read_as_python_reads_them(seed: int) -> No
     rng = random.Random(seed)
     answered = 0
     for _ in range(6000):
-        text = _hostile(rng)
+        text = hostile_text(rng)
         data = text.encode("latin-1", "replace") if rng.random() < 0.15 else text.encode("utf-8")
         top_object = rng.random() < 0.7
         answered += check_agrees(data, top_object=top_object)
