@@ -32,16 +32,17 @@ from strongroom.clients.records import DecryptedMessage, Header, MessageStatus
 from strongroom.clients.sealing import Opened, RuleCodec, SubjectKeyLookup
 from strongroom.crypto.aead import CIPHERS
 from strongroom.envelope.ids import AAD_LABEL, NONCE_SIZE, RECORD_HEADER_NAME, SUBJECT_KEY_ID_SIZE, AadProfile
+from strongroom.envelope.json_fields import NativeMembers, native_members
 from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import StrongroomError
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
 
 try:  # the native opener, built by `make` from _gcm.c (issue 18); without it the Python loop opens every record
-    from strongroom.crypto._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_run
+    from strongroom.crypto._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_fields, open_run
 except ImportError:  # pragma: no cover - an install without the project's build
     Gcm = AESGCM  # type: ignore[misc,assignment]
-    configure = open_run = None  # type: ignore[assignment]
+    configure = open_run = open_fields = None  # type: ignore[assignment]
     HEADER_END = MIN_SIZE = 0
 
 #: Whether the native opener is here (the project's build makes it; a test insists).
@@ -172,6 +173,9 @@ class OpenTarget:
     bound_topic: str
     #: Field mode: the rule's codec, which opens the record (JSON work is the cost there, not the call).
     fields_codec: RuleCodec | None = None
+    #: Field mode with rules of top-level members only and the subject in the record key: what the native
+    #: opener (``open_fields``) takes.
+    fields_native: NativeMembers | None = None
     #: (envelope header, record key, bound topic) → what a record needs besides its key: see
     #: :data:`Opener`. A consumer passes its key table's (:attr:`KeyCiphers.openers`).
     openers: dict[tuple[bytes, bytes, str], Opener] = field(default_factory=dict, compare=False, repr=False)
@@ -215,7 +219,9 @@ def open_target(
     parts = [b""] * (max(AadProfile) + 1)
     parts[AadProfile.TOPIC] = _pack_u16(len(topic)) + topic
     parts[AadProfile.PORTABLE] = _pack_u16(0)
-    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec, {} if openers is None else openers)
+    rules = None if fields_codec is None or not fields_codec.key_subject else fields_codec.fields
+    native = native_members(rules) if rules is not None and open_fields is not None else None
+    return OpenTarget(marker, tuple(parts), bound_topic, fields_codec, native, {} if openers is None else openers)
 
 
 MessageFactory = Callable[[Any, bytes, list[Header], str], DecryptedMessage]
@@ -256,7 +262,9 @@ def open_simple(
         value = msg.value()
         key = msg.key()
         if target is not None and target.fields_codec is not None:
-            opened = _open_fields(target, key, value, headers, ciphers.table.lookup)
+            opened = _open_fields_natively(target, key, value, headers, ciphers) if target.fields_native else None
+            if opened is None:
+                opened = _open_fields(target, key, value, headers, ciphers.table.lookup)
             if opened is None:
                 return index
             append(new_message(msg, *opened))
@@ -312,6 +320,40 @@ def _open_fields(
     if type(outcome) is not Opened or outcome.erased_fields:
         return None
     return outcome.value, outcome.headers, outcome.subject
+
+
+def _open_fields_natively(
+    target: OpenTarget, key: bytes | None, value: bytes | None, headers: list[Header], ciphers: KeyCiphers
+) -> tuple[bytes, list[Header], str] | None:
+    """A field-mode record of top-level rule fields opened in one native call (``open_fields``), with the keys
+    of :class:`KeyCiphers` (loaded from the table as they are met); None when the codec must open it: any other
+    shape, a key the table does not simply have, anything the native opener leaves to the Python path."""
+    if (
+        type(value) is not bytes
+        or type(key) is not bytes
+        or not key
+        or len(key) > MAX_SUBJECT_BYTES
+        or not headers
+        or headers[0] != target.marker
+        or any(name == RECORD_HEADER_NAME for name, _ in headers[1:])
+    ):
+        return None
+    try:
+        subject = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    members = target.fields_native
+    if members is None or open_fields is None:
+        return None
+    for _ in range(len(members.names) + 1):  # each field may name a key not loaded yet
+        opened = open_fields(
+            value, members.names, members.aad_suffixes, AAD_LABEL, target.topic_parts, key, ciphers.entries
+        )
+        if not isinstance(opened, tuple):
+            return None if opened is None else (opened, headers[1:], subject)
+        if ciphers.load(opened[0], subject) is None:
+            return None  # pending, erased, lost, KMS down: the codec's path says which
+    return None
 
 
 def _looks_sealed(value: bytes | None) -> bool:

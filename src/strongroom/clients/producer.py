@@ -44,6 +44,7 @@ from strongroom.clients.records import (
 )
 from strongroom.clients.sealing import Rejected, RuleCodec, seal_record
 from strongroom.envelope.ids import AadProfile
+from strongroom.envelope.json_fields import native_members
 from strongroom.errors import EnvelopeError
 from strongroom.kafka.config import ClientConfig, produce_when_room
 from strongroom.kafka.topics import TopicLimits
@@ -351,7 +352,7 @@ class EncryptingProducer:
         if first.codec.fields is None:
             values: list[bytes] | None = self._sealers.seal(items, ready, notices)
         else:
-            values = self._seal_fields(batch, items, ready)
+            values = self._seal_fields(batch, items, ready, notices)
         if values is None:
             return None
         with self._lock:
@@ -406,21 +407,25 @@ class EncryptingProducer:
         return target
 
     def _seal_fields(
-        self, batch: list[ProducerRecord], items: list[SealItem], keys: dict[str, SubjectKey]
+        self, batch: list[ProducerRecord], items: list[SealItem], keys: dict[str, SubjectKey], notices: int
     ) -> list[bytes] | None:
-        """Field mode: each record's fields sealed with its subject's key; None when one cannot be (the
+        """Field mode: each record's fields sealed with its subject's key (top-level rule fields in one native call,
+        :meth:`SubjectSealers.seal_fields`; any other record through its codec); None when one cannot be (the
         per-record path then rejects or dead-letters it with the reason)."""
-        values: list[bytes] = []
         targets = self._simple_targets
-        for record, item in zip(batch, items, strict=True):
-            target = targets[record.topic]
-            assert target is not None
-            key = keys[item.subject]
-            try:
-                sealed = target.codec.seal_value(item.value, item.out_topic, item.subject, key.key_id, key.key)
-            except EnvelopeError:
-                return None
-            if len(sealed) > target.topic_limit:
+        codecs = [cast("_SimpleTarget", targets[record.topic]).codec for record in batch]
+        natively = self._sealers.seal_fields(
+            items, [None if c.fields is None else native_members(c.fields) for c in codecs], keys, notices
+        )
+        values: list[bytes] = []
+        for record, item, codec, sealed in zip(batch, items, codecs, natively, strict=True):
+            if sealed is None:
+                key = keys[item.subject]
+                try:
+                    sealed = codec.seal_value(item.value, item.out_topic, item.subject, key.key_id, key.key)
+                except EnvelopeError:
+                    return None
+            if len(sealed) > cast("_SimpleTarget", targets[record.topic]).topic_limit:
                 return None
             values.append(sealed)
         return values

@@ -75,7 +75,8 @@ class RuleCodec:
             self.mode = ValueMode.SCHEMA_FIELDS
         self.marker: Header = marker_header(self.mode)
         self.profile = rule.profile
-        self._key_subject = rule.subject.source == "key"
+        #: The data subject is the record key (what the consumer's native field opener assumes).
+        self.key_subject = rule.subject.source == "key"
         self._refs: dict[bytes, SubjectKeyRef] = {}
         self._markers: dict[bytes | None, RecordMarker] = {}
 
@@ -151,7 +152,7 @@ class RuleCodec:
             document = verdict
         subject: str | NoSubject
         subject_bytes: bytes | None = None
-        if self._key_subject and key and len(key) <= MAX_SUBJECT_BYTES:
+        if self.key_subject and key and len(key) <= MAX_SUBJECT_BYTES:
             try:
                 subject, subject_bytes = key.decode("utf-8"), key
             except UnicodeDecodeError:

@@ -5,11 +5,11 @@
  * Three things, all built by `make` from this file against the system's OpenSSL (libcrypto 3) and the
  * virtualenv's Python headers; nothing here is a cipher of its own:
  *
- *   Gcm(key)            an AES-256-GCM key ready to decrypt with OpenSSL's EVP interface
- *                       (EVP_aes_256_gcm), the same primitive `cryptography`'s AESGCM wraps. Its
- *                       decrypt(nonce, data, aad) answers exactly as AESGCM.decrypt does: the plaintext,
- *                       or cryptography.exceptions.InvalidTag. The expanded key lives in the EVP context
- *                       only; EVP_CIPHER_CTX_free cleanses it when the object goes.
+ *   Gcm(key)            an AES-256-GCM key ready to use with OpenSSL's EVP interface (EVP_aes_256_gcm), the
+ *                       same primitive `cryptography`'s AESGCM wraps. Its decrypt(nonce, data, aad) and
+ *                       encrypt(nonce, data, aad) answer exactly as AESGCM's do: the plaintext or
+ *                       cryptography.exceptions.InvalidTag; ciphertext ‖ tag. The expanded key lives in the
+ *                       EVP context only; EVP_CIPHER_CTX_free cleanses it when the object goes.
  *
  *   open_run(...)       the loop of batch_open.open_simple for whole-value records, record by record in
  *                       the same order with the same checks, stopping (returning the record's index) at
@@ -18,6 +18,16 @@
  *                       not verify. batch_open then takes that record through its Python path, which
  *                       judges it exactly as before. So this file decides nothing the Python path does
  *                       not; it only skips the interpreter for records that path would open.
+ *
+ *   seal_fields(...)    field mode's sealing of a record's top-level members for the producer's batch path
+ *   open_fields(...)    (clients.batch_seal) and its opening for the consumer's (clients.batch_open), issue 18:
+ *                       the document read and written by the strict reader of envelope/_json_scan.h, each
+ *                       rule field sealed or opened here, spliced into the canonical text. Either answers
+ *                       None whenever the Python path must judge the record (a document the reader is not
+ *                       sure of, a string that looks sealed, an envelope of another shape, a key not ready,
+ *                       a tag that does not verify, a plaintext not in canonical form): that path then reads
+ *                       it exactly as before, so these decide nothing it does not. The same bytes as
+ *                       json_fields' _seal_members and _open_members (tests/unit/clients/test_native_fields.py).
  *
  *   wrap_subject_keys(...)  keys.wrapping.new_wrapped_subject_keys for a batch (issue 13): each new subject
  *                       key sealed under its wrapping key with EVP_aes_256_gcm, the same AAD and layout, from
@@ -30,6 +40,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <openssl/evp.h>
+
+#include "../envelope/_json_scan.h"
 
 #define KEY_SIZE 32
 #define NONCE_SIZE 12
@@ -47,6 +59,9 @@
 #define WRAPPED_SIZE (NONCE_SIZE + KEY_SIZE + TAG_SIZE)
 #define MAX_LABEL 64
 #define MAX_SUBJECT 4096
+/* field mode: a sealed field is the JSON string "sr1:" + base64(envelope) */
+#define FIELD_QUOTE "\"sr1:"
+#define FIELD_QUOTE_LEN 5
 
 /* ---- Gcm ------------------------------------------------------------------------------------------- */
 
@@ -112,6 +127,40 @@ static PyObject *gcm_open(GcmObject *self, const unsigned char *nonce, const uns
     return plain;
 }
 
+/* ciphertext ‖ tag of plain under nonce and aad into out (len + TAG_SIZE bytes). 1 on success. The context was set
+ * up to decrypt: a nonce given with the direction switches it, the key schedule stays. */
+static int gcm_seal(GcmObject *self, const unsigned char *nonce, const unsigned char *plain, Py_ssize_t len,
+                    const unsigned char *aad, Py_ssize_t aad_len, unsigned char *out) {
+    if (len > INT_MAX - TAG_SIZE || aad_len > INT_MAX) return 0;
+    int out_len = 0, final_len = 0;
+    EVP_CIPHER_CTX *ctx = self->ctx;
+    return EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce) == 1 &&
+           (aad_len == 0 || EVP_EncryptUpdate(ctx, NULL, &out_len, aad, (int)aad_len) == 1) &&
+           EVP_EncryptUpdate(ctx, out, &out_len, plain, (int)len) == 1 && out_len == len &&
+           EVP_EncryptFinal_ex(ctx, out + out_len, &final_len) == 1 && final_len == 0 &&
+           EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_SIZE, out + len) == 1;
+}
+
+static PyObject *gcm_encrypt(GcmObject *self, PyObject *args) {
+    Py_buffer nonce, data, aad = {0};
+    PyObject *aad_obj = Py_None, *sealed = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*O:encrypt", &nonce, &data, &aad_obj)) return NULL;
+    if (aad_obj != Py_None && PyObject_GetBuffer(aad_obj, &aad, PyBUF_SIMPLE) < 0) goto done;
+    if (nonce.len != NONCE_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "the nonce is 12 bytes");
+    } else if ((sealed = PyBytes_FromStringAndSize(NULL, data.len + TAG_SIZE)) != NULL &&
+               !gcm_seal(self, nonce.buf, data.buf, data.len, aad.buf, aad_obj == Py_None ? 0 : aad.len,
+                         (unsigned char *)PyBytes_AS_STRING(sealed))) {
+        Py_CLEAR(sealed);
+        PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not seal with AES-256-GCM");
+    }
+    if (aad_obj != Py_None) PyBuffer_Release(&aad);
+done:
+    PyBuffer_Release(&nonce);
+    PyBuffer_Release(&data);
+    return sealed;
+}
+
 static PyObject *gcm_decrypt(GcmObject *self, PyObject *args) {
     Py_buffer nonce, data, aad = {0};
     PyObject *aad_obj = Py_None;
@@ -133,6 +182,8 @@ done:
 static PyMethodDef gcm_methods[] = {
     {"decrypt", (PyCFunction)gcm_decrypt, METH_VARARGS,
      "decrypt(nonce, data, aad) -> bytes: AESGCM.decrypt's contract (InvalidTag when it does not verify)."},
+    {"encrypt", (PyCFunction)gcm_encrypt, METH_VARARGS,
+     "encrypt(nonce, data, aad) -> bytes: AESGCM.encrypt's contract (ciphertext and tag)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -141,7 +192,7 @@ static PyTypeObject GcmType = {
     .tp_basicsize = sizeof(GcmObject),
     .tp_dealloc = (destructor)gcm_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An AES-256-GCM key ready to decrypt (OpenSSL EVP). Never printed: it has no repr of its key.",
+    .tp_doc = "An AES-256-GCM key ready to seal and open (OpenSSL EVP). Never printed: it has no repr of its key.",
     .tp_methods = gcm_methods,
     .tp_new = gcm_new,
 };
@@ -352,6 +403,339 @@ static PyObject *open_run(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(index);
 }
 
+/* ---- field mode: seal_fields, open_fields ---------------------------------------------------------- */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const unsigned char SUBJECT_KEY_PREFIX[4] = {0xF5, 0x01, 0x01, 0x01};
+
+static Py_ssize_t b64_size(Py_ssize_t n) { return (n + 2) / 3 * 4; }
+
+/* base64 (standard alphabet, padded) of in (n bytes) into out (b64_size(n) bytes): binascii.b2a_base64's text. */
+static void b64_encode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+        out[0] = B64[v >> 18], out[1] = B64[(v >> 12) & 63], out[2] = B64[(v >> 6) & 63], out[3] = B64[v & 63];
+        out += 4;
+    }
+    if (n - i == 1) {
+        unsigned v = (unsigned)in[i] << 16;
+        out[0] = B64[v >> 18], out[1] = B64[(v >> 12) & 63], out[2] = '=', out[3] = '=';
+    } else if (n - i == 2) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8;
+        out[0] = B64[v >> 18], out[1] = B64[(v >> 12) & 63], out[2] = B64[(v >> 6) & 63], out[3] = '=';
+    }
+}
+
+/* The value of each base64 digit, 64 for every other byte. Filled on first use. */
+static unsigned char b64_digits[256];
+static int b64_ready;
+
+static void b64_init(void) {
+    if (b64_ready) return;
+    memset(b64_digits, 64, sizeof b64_digits);
+    for (int i = 0; i < 64; i++) b64_digits[(unsigned char)B64[i]] = (unsigned char)i;
+    b64_ready = 1;
+}
+
+/* The bytes of base64 text as b64_encode writes it (padded, no other character, unused bits zero) into out (n / 4 *
+ * 3 bytes at least): their number, or -1 for any other text, which the Python path's strict decoder judges. */
+static Py_ssize_t b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+    if (n == 0 || n % 4) return -1;
+    b64_init();
+    int pad = in[n - 1] != '=' ? 0 : in[n - 2] != '=' ? 1 : 2;
+    Py_ssize_t written = 0, full = n - 4;
+    for (Py_ssize_t i = 0; i < full; i += 4) {
+        unsigned a = b64_digits[in[i]], b = b64_digits[in[i + 1]], c = b64_digits[in[i + 2]], d = b64_digits[in[i + 3]];
+        if ((a | b | c | d) & 64) return -1;
+        unsigned v = a << 18 | b << 12 | c << 6 | d;
+        out[written] = (unsigned char)(v >> 16), out[written + 1] = (unsigned char)(v >> 8), out[written + 2] = (unsigned char)v;
+        written += 3;
+    }
+    const unsigned char *last = in + full;
+    unsigned a = b64_digits[last[0]], b = b64_digits[last[1]], c = pad == 2 ? 0 : b64_digits[last[2]],
+             d = pad ? 0 : b64_digits[last[3]];
+    if ((a | b | c | d) & 64) return -1;
+    unsigned v = a << 18 | b << 12 | c << 6 | d;
+    if ((pad == 2 && (v & 0xFFFF)) || (pad == 1 && (v & 0xFF))) return -1; /* unused bits set */
+    out[written++] = (unsigned char)(v >> 16);
+    if (pad < 2) out[written++] = (unsigned char)(v >> 8);
+    if (pad < 1) out[written++] = (unsigned char)v;
+    return written;
+}
+
+/* Whether t is a tuple of n bytes objects (n < 0: any number). */
+static int bytes_tuple(PyObject *t, Py_ssize_t n) {
+    if (n >= 0 && PyTuple_GET_SIZE(t) != n) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(t, i))) return 0;
+    return 1;
+}
+
+/* The indexes of the names s found, in the order their values sit in the text; how many. */
+static Py_ssize_t found_in_order(const JsScan *s, Py_ssize_t n_names, Py_ssize_t *order) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < n_names; i++) {
+        if (s->spans[2 * i] < 0) continue;
+        Py_ssize_t j = n++;
+        for (; j > 0 && s->spans[2 * order[j - 1]] > s->spans[2 * i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    return n;
+}
+
+static Py_ssize_t max_size(PyObject *t) {
+    Py_ssize_t most = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, i)) > most) most = PyBytes_GET_SIZE(PyTuple_GET_ITEM(t, i));
+    return most;
+}
+
+/*
+ * seal_fields(value, names, suffixes, aad_base, header, cipher, nonces) -> bytes | None
+ *
+ * json_fields._seal_members for one record: the document read strictly and written canonically, the value of each
+ * top-level member names[i] (canonical name bytes, rule order) sealed under cipher with AAD aad_base ‖ suffixes[i]
+ * (label, header, bound topic, subject; the rule path's u16 length and bytes) into header ‖ nonce ‖ ciphertext ‖
+ * tag, written as "sr1:" + base64. The j-th field sealed in rule order takes the j-th nonce of nonces (12 bytes
+ * each, one per name at least), as the Python path draws them. value itself when no rule field is present; None when
+ * the Python path must read it (the reader is not sure of it, or a string in it already starts with "sr1:").
+ */
+static PyObject *seal_fields(PyObject *module, PyObject *args) {
+    PyObject *value, *names, *suffixes, *aad_base, *header, *cipher, *nonces;
+    if (!PyArg_ParseTuple(args, "SO!O!SSO!S:seal_fields", &value, &PyTuple_Type, &names, &PyTuple_Type, &suffixes,
+                          &aad_base, &header, &GcmType, &cipher, &nonces))
+        return NULL;
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
+    if (!scan_names_ok(names)) return NULL;
+    if (!bytes_tuple(suffixes, n_names) || PyBytes_GET_SIZE(header) != HEADER_END ||
+        PyBytes_GET_SIZE(nonces) < n_names * NONCE_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "seal_fields: one path suffix per name, a 21-byte envelope header and "
+                                          "12 bytes of nonce per name");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    unsigned char *aad = NULL, *envelope = NULL;
+    Py_ssize_t *order = PyMem_Malloc((n_names + 1) * sizeof(Py_ssize_t)), *rank = PyMem_Malloc((n_names + 1) * sizeof(Py_ssize_t));
+    JsScan s;
+    int r = scan_document(&s, (const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), names, 1);
+    if (r == JS_ERROR) goto done;
+    if (order == NULL || rank == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (r == JS_FALLBACK || s.sealed_strings) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t n_found = found_in_order(&s, n_names, order);
+    if (n_found == 0) {
+        result = Py_NewRef(value); /* no rule matched: the value as it came */
+        goto done;
+    }
+    Py_ssize_t total = s.len, most = 0, sealed_count = 0;
+    for (Py_ssize_t i = 0; i < n_names; i++) {
+        rank[i] = sealed_count;
+        if (s.spans[2 * i] < 0) continue;
+        sealed_count++;
+        Py_ssize_t plain_len = s.spans[2 * i + 1] - s.spans[2 * i];
+        total += FIELD_QUOTE_LEN + b64_size(HEADER_END + NONCE_SIZE + plain_len + TAG_SIZE) + 1 - plain_len;
+        if (plain_len > most) most = plain_len;
+    }
+    Py_ssize_t base_len = PyBytes_GET_SIZE(aad_base);
+    aad = PyMem_Malloc(base_len + max_size(suffixes) + 1);
+    envelope = PyMem_Malloc(HEADER_END + NONCE_SIZE + most + TAG_SIZE);
+    if (aad == NULL || envelope == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(aad, PyBytes_AS_STRING(aad_base), base_len);
+    memcpy(envelope, PyBytes_AS_STRING(header), HEADER_END);
+    if ((result = PyBytes_FromStringAndSize(NULL, total)) == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result), *w = out;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n_found; k++) {
+        Py_ssize_t i = order[k], start = s.spans[2 * i], end = s.spans[2 * i + 1];
+        PyObject *suffix = PyTuple_GET_ITEM(suffixes, i);
+        const unsigned char *nonce = (const unsigned char *)PyBytes_AS_STRING(nonces) + rank[i] * NONCE_SIZE;
+        memcpy(w, s.out + at, start - at);
+        w += start - at;
+        memcpy(envelope + HEADER_END, nonce, NONCE_SIZE);
+        memcpy(aad + base_len, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix));
+        if (!gcm_seal((GcmObject *)cipher, nonce, s.out + start, end - start, aad, base_len + PyBytes_GET_SIZE(suffix),
+                      envelope + HEADER_END + NONCE_SIZE)) {
+            Py_CLEAR(result);
+            PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not seal with AES-256-GCM");
+            goto done;
+        }
+        Py_ssize_t envelope_len = HEADER_END + NONCE_SIZE + (end - start) + TAG_SIZE;
+        memcpy(w, FIELD_QUOTE, FIELD_QUOTE_LEN);
+        w += FIELD_QUOTE_LEN;
+        b64_encode(envelope, envelope_len, w);
+        w += b64_size(envelope_len);
+        *w++ = '"';
+        at = end;
+    }
+    memcpy(w, s.out + at, s.len - at);
+    w += s.len - at;
+    if (w - out != total) { /* the sizes above and the writes here disagree: a bug, never a short record */
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_RuntimeError, "seal_fields: wrote another size than it computed");
+    }
+done:
+    scan_release(&s);
+    PyMem_Free(order);
+    PyMem_Free(rank);
+    PyMem_Free(aad);
+    PyMem_Free(envelope);
+    return result;
+}
+
+/*
+ * open_fields(value, names, suffixes, label, topic_parts, subject, ciphers) -> bytes | (key_id,) | None
+ *
+ * json_fields._open_members for one record of a consumer: value must be in canonical form (what strongroom writes)
+ * and each present rule field (top-level member names[i], rule order) a SUBJECT_KEY envelope in "sr1:" + base64
+ * whose AAD profile has a bound topic in topic_parts (by profile id: u16 length ‖ topic; empty: not this path's)
+ * and whose key's Gcm is in ciphers (key id -> Gcm, an OrderedDict: used keys move to its end). AAD: label ‖
+ * envelope header ‖ topic part ‖ u32be len(subject) ‖ subject ‖ suffixes[i]. The opened document: each field's
+ * plaintext (itself canonical JSON) spliced in. (key_id,) for the first field in rule order whose key is not in
+ * ciphers (the caller loads it and asks again); None whenever the Python path must judge the record (not canonical,
+ * a field of another shape, a tag that does not verify, a plaintext not in canonical form). value itself when no
+ * rule field is present.
+ */
+static PyObject *open_fields(PyObject *module, PyObject *args) {
+    PyObject *value, *names, *suffixes, *label, *topic_parts, *subject, *ciphers;
+    if (!PyArg_ParseTuple(args, "SO!O!SO!SO!:open_fields", &value, &PyTuple_Type, &names, &PyTuple_Type, &suffixes,
+                          &label, &PyTuple_Type, &topic_parts, &subject, &PyDict_Type, &ciphers))
+        return NULL;
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names), size = PyBytes_GET_SIZE(value);
+    if (!scan_names_ok(names)) return NULL;
+    if (!bytes_tuple(suffixes, n_names) || !bytes_tuple(topic_parts, -1) || PyBytes_GET_SIZE(label) > MAX_LABEL ||
+        PyBytes_GET_SIZE(subject) > MAX_SUBJECT) {
+        PyErr_SetString(PyExc_ValueError, "open_fields: one path suffix per name, topic parts as bytes, a label of "
+                                          "at most 64 bytes and a subject of at most 4096");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(value);
+    PyObject *result = NULL, *empty = PyTuple_New(0), **plains = PyMem_Calloc(n_names + 1, sizeof(PyObject *));
+    Py_ssize_t *order = PyMem_Malloc((n_names + 1) * sizeof(Py_ssize_t));
+    unsigned char *aad = NULL, *envelope = NULL;
+    JsScan s;
+    int r = scan_document(&s, data, size, names, 1);
+    if (r == JS_ERROR || empty == NULL) goto done;
+    if (plains == NULL || order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (r == JS_FALLBACK || !scan_identical(&s, data, size)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t n_found = found_in_order(&s, n_names, order);
+    if (n_found == 0) {
+        result = Py_NewRef(value);
+        goto done;
+    }
+    Py_ssize_t label_len = PyBytes_GET_SIZE(label), subject_len = PyBytes_GET_SIZE(subject), longest = 0;
+    for (Py_ssize_t i = 0; i < n_names; i++)
+        if (s.spans[2 * i] >= 0 && s.spans[2 * i + 1] - s.spans[2 * i] > longest)
+            longest = s.spans[2 * i + 1] - s.spans[2 * i];
+    aad = PyMem_Malloc(label_len + HEADER_END + max_size(topic_parts) + 4 + subject_len + max_size(suffixes) + 1);
+    envelope = PyMem_Malloc(longest / 4 * 3 + 3);
+    if (aad == NULL || envelope == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(aad, PyBytes_AS_STRING(label), label_len);
+    Py_ssize_t total = s.len;
+    for (Py_ssize_t i = 0; i < n_names; i++) { /* rule order: the first missing key is the Python path's first */
+        Py_ssize_t start = s.spans[2 * i], end = s.spans[2 * i + 1];
+        if (start < 0) continue;
+        if (end - start < FIELD_QUOTE_LEN + 1 || memcmp(data + start, FIELD_QUOTE, FIELD_QUOTE_LEN) != 0) goto python;
+        Py_ssize_t n = b64_decode(data + start + FIELD_QUOTE_LEN, end - 1 - start - FIELD_QUOTE_LEN, envelope);
+        if (n < MIN_SIZE || memcmp(envelope, SUBJECT_KEY_PREFIX, 4) != 0) goto python;
+        unsigned profile = envelope[KEY_ID_END];
+        if (profile >= (unsigned)PyTuple_GET_SIZE(topic_parts)) goto python;
+        PyObject *part = PyTuple_GET_ITEM(topic_parts, profile);
+        if (PyBytes_GET_SIZE(part) == 0) goto python;
+        PyObject *key_id = PyBytes_FromStringAndSize((const char *)envelope + 4, KEY_ID_END - 4);
+        if (key_id == NULL) goto done;
+        PyObject *cipher = PyDict_GetItemWithError(ciphers, key_id); /* borrowed */
+        if (cipher == NULL) {
+            if (!PyErr_Occurred()) result = PyTuple_Pack(1, key_id);
+            Py_DECREF(key_id);
+            goto done;
+        }
+        if (Py_TYPE(cipher) != &GcmType) {
+            Py_DECREF(key_id);
+            goto python;
+        }
+        Py_INCREF(cipher);
+        PyObject *moved = PyObject_CallMethodOneArg(ciphers, s_move_to_end, key_id); /* least recently used out first */
+        Py_DECREF(key_id);
+        if (moved == NULL) {
+            Py_DECREF(cipher);
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+            PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
+            goto python;
+        }
+        Py_DECREF(moved);
+        unsigned char *w = aad + label_len;
+        memcpy(w, envelope, HEADER_END), w += HEADER_END;
+        memcpy(w, PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part)), w += PyBytes_GET_SIZE(part);
+        w[0] = (unsigned char)(subject_len >> 24), w[1] = (unsigned char)(subject_len >> 16);
+        w[2] = (unsigned char)(subject_len >> 8), w[3] = (unsigned char)subject_len, w += 4;
+        memcpy(w, PyBytes_AS_STRING(subject), subject_len), w += subject_len;
+        PyObject *suffix = PyTuple_GET_ITEM(suffixes, i);
+        memcpy(w, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix)), w += PyBytes_GET_SIZE(suffix);
+        PyObject *plain = gcm_open((GcmObject *)cipher, envelope + HEADER_END, envelope + NONCE_END, n - NONCE_END, aad,
+                                   w - aad);
+        Py_DECREF(cipher);
+        if (plain == NULL) {
+            if (!PyErr_ExceptionMatches(invalid_tag)) goto done;
+            PyErr_Clear(); /* the Python path names what is wrong with it */
+            goto python;
+        }
+        plains[i] = plain;
+        JsScan field;
+        const unsigned char *text = (const unsigned char *)PyBytes_AS_STRING(plain);
+        int read = scan_document(&field, text, PyBytes_GET_SIZE(plain), empty, 0);
+        int canonical = read == JS_OK && scan_identical(&field, text, PyBytes_GET_SIZE(plain));
+        scan_release(&field);
+        if (read == JS_ERROR) goto done;
+        if (!canonical) goto python; /* not as strongroom writes it: the Python path reads and writes it */
+        total += PyBytes_GET_SIZE(plain) - (end - start);
+    }
+    if ((result = PyBytes_FromStringAndSize(NULL, total)) == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result), *w = out;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n_found; k++) {
+        Py_ssize_t i = order[k], start = s.spans[2 * i];
+        memcpy(w, data + at, start - at), w += start - at;
+        memcpy(w, PyBytes_AS_STRING(plains[i]), PyBytes_GET_SIZE(plains[i])), w += PyBytes_GET_SIZE(plains[i]);
+        at = s.spans[2 * i + 1];
+    }
+    memcpy(w, data + at, size - at), w += size - at;
+    if (w - out != total) {
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_RuntimeError, "open_fields: wrote another size than it computed");
+    }
+    goto done;
+python:
+    result = Py_NewRef(Py_None);
+done:
+    scan_release(&s);
+    if (plains != NULL)
+        for (Py_ssize_t i = 0; i < n_names; i++) Py_XDECREF(plains[i]);
+    PyMem_Free(plains);
+    PyMem_Free(order);
+    PyMem_Free(aad);
+    PyMem_Free(envelope);
+    Py_XDECREF(empty);
+    return result;
+}
+
 /* ---- wrap_subject_keys ----------------------------------------------------------------------------- */
 
 /* nonce ‖ AES-256-GCM(wk, sk) ‖ tag into out (WRAPPED_SIZE bytes), AAD = label ‖ u32be(len subject) ‖
@@ -440,6 +824,12 @@ static PyMethodDef module_methods[] = {
     {"open_run", open_run, METH_VARARGS,
      "open_run(msgs, start, topic, marker, bound_topic, openers, ciphers, out, finished) -> index of the first "
      "record it did not open (len(msgs) when it opened all)."},
+    {"seal_fields", seal_fields, METH_VARARGS,
+     "seal_fields(value, names, suffixes, aad_base, header, cipher, nonces) -> bytes | None: a record's top-level "
+     "rule fields sealed (json_fields._seal_members), None when the Python path must read it."},
+    {"open_fields", open_fields, METH_VARARGS,
+     "open_fields(value, names, suffixes, label, topic_parts, subject, ciphers) -> bytes | (key_id,) | None: a "
+     "canonical record's rule fields opened, the first key it lacks, or None when the Python path must judge it."},
     {"wrap_subject_keys", wrap_subject_keys, METH_VARARGS,
      "wrap_subject_keys(wk, label, wk_id, subjects, material) -> [(key id, subject key, wrapped)]: "
      "keys.wrapping.new_wrapped_subject_keys in one call."},

@@ -37,7 +37,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from strongroom.crypto.limits import DekUsage
-from strongroom.envelope.aad import RecordContext
+from strongroom.envelope.aad import RecordContext, new_aad_frame
 from strongroom.envelope.codec import KeyLookup, ParsedEnvelope, open_envelope, parse, seal
 from strongroom.envelope.errors import (
     MalformedEnvelope,
@@ -448,6 +448,27 @@ def _member_bytes(members: tuple[str, ...] | None) -> tuple[bytes, ...] | None:
         return tuple(_json_bytes(name)[1:-1] for name in members)
     except NotJson:  # a lone surrogate: no such member can be read
         return None
+
+
+class NativeMembers(NamedTuple):
+    """What the native sealer and opener of top-level rule fields (``crypto._gcm.seal_fields`` /
+    ``open_fields``) take for a rule set: per rule, in rule order, the member's canonical name bytes and the end
+    of its fields' AAD (u16 length ‖ the canonical rule path, :func:`~strongroom.envelope.aad.new_aad_frame`'s
+    suffix)."""
+
+    names: tuple[bytes, ...]
+    aad_suffixes: tuple[bytes, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def native_members(rules: FieldRules) -> NativeMembers | None:
+    """The :class:`NativeMembers` of ``rules``; None when a rule is not one top-level member (or names one no
+    document can hold), which leaves every record to the Python path."""
+    names = _member_bytes(rules.top_members)
+    if names is None:
+        return None
+    suffixes = tuple(new_aad_frame(b"", "", path.text)[1] for path in rules.paths)
+    return NativeMembers(names, suffixes)
 
 
 def _refuse_strays(document: dict[str, Any], targets: set[tuple[int, Any]]) -> None:

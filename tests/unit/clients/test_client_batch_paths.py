@@ -9,6 +9,7 @@ loop against ``open_simple`` without it over random batches of every record shap
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -22,13 +23,22 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strongroom.clients import batch_open
+from strongroom.clients import batch_open, batch_seal
 from strongroom.clients.batch_open import KeyCiphers, fast_message, open_simple, open_target
 from strongroom.clients.batch_seal import ENVELOPE_OVERHEAD, SealItem, SubjectSealers
 from strongroom.clients.records import DecryptedMessage, MessageStatus
 from strongroom.clients.sealing import Opened, RuleCodec
 from strongroom.crypto.nonces import fixed_nonces_for_vectors
-from strongroom.envelope import AadProfile, RecordContext, SubjectErased, SubjectKeyRef, decrypt_value, parse, seal
+from strongroom.envelope import (
+    AadProfile,
+    RecordContext,
+    SubjectErased,
+    SubjectKeyRef,
+    decrypt_value,
+    json_fields,
+    parse,
+    seal,
+)
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.table import SubjectKey
 from strongroom.rules import TopicRule
@@ -306,6 +316,89 @@ def test_open_simple_opens_field_mode_records_as_the_codec_does_and_leaves_erase
     assert out[0].value == b'{"id":1,"email":"ann@example.com","total":1e+16,"note":"\xc3\xa9"}'
     assert out[0].headers == [("trace", b"t1")]
     assert finished == {("orders.enc", 0): 0}
+
+
+FIELD_DOCS = [b'{"id": %d, "email": "ann@example.com", "total": 1e16, "note": "\\u00e9"}' % i for i in range(4)]
+
+
+def test_the_native_field_opener_opens_what_the_codec_opens_and_steps_aside_for_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    one, two, later, gone = (subject_key(s) for s in ("c-1", "c-2", "c-3", "c-4"))
+    msgs = [
+        sealed_message(codec, k, i, doc)
+        for i, (k, doc) in enumerate(zip((one, two, one, two), FIELD_DOCS, strict=True))
+    ]
+    msgs += [sealed_message(codec, later, 4, FIELD_DOCS[0]), sealed_message(codec, gone, 5, FIELD_DOCS[0])]
+    calls: list[object] = []
+    native_open = batch_open.open_fields
+
+    def counted(*args: Any) -> Any:
+        calls.append(answer := native_open(*args))
+        return answer
+
+    def run(native: bool) -> tuple[int, list[DecryptedMessage]]:
+        keys = Keys({one.key_id: one.key, two.key_id: two.key, gone.key_id: gone.key})
+        keys.erased.add(gone.key_id)
+        target = open_target(codec.marker, "orders.enc", codec)
+        if not native:
+            target = dataclasses.replace(target, fields_native=None)
+        out: list[DecryptedMessage] = []
+        stop = open_simple(msgs, lambda _: target, KeyCiphers(keys), out, {})
+        return stop, out
+
+    with monkeypatch.context() as patched:
+        patched.setattr(batch_open, "open_fields", counted)
+        natively = run(native=True)
+    assert natively == run(native=False)
+    assert natively[0] == 4  # the pending key's record goes to the per-record path
+    assert [m.value for m in natively[1]] == [
+        b'{"id":%d,"email":"ann@example.com","total":1e+16,"note":"\xc3\xa9"}' % i for i in range(4)
+    ]
+    # two subjects: each key named once, then every record opened natively; the pending key named, left to the codec
+    assert [type(c).__name__ for c in calls] == ["tuple", "bytes", "tuple", "bytes", "bytes", "bytes", "tuple"]
+
+
+def test_a_field_rule_whose_subject_is_not_the_record_key_is_not_opened_natively() -> None:
+    rule = TopicRule.model_validate(
+        {"topic": "orders", "mode": "fields", "fields": ["$.email"], "subject": {"source": "json", "path": "$.id"}}
+    )
+    assert open_target(RuleCodec(rule).marker, "orders.enc", RuleCodec(rule)).fields_native is None
+    assert open_target(RuleCodec(FIELDS_RULE).marker, "orders.enc", RuleCodec(FIELDS_RULE)).fields_native is not None
+    nested = TopicRule.model_validate({"topic": "orders", "mode": "fields", "fields": ["$.a.email"]})
+    assert open_target(RuleCodec(nested).marker, "orders.enc", RuleCodec(nested)).fields_native is None
+
+
+def test_sealers_seal_field_records_natively_as_the_codec_does() -> None:
+    codec = RuleCodec(FIELDS_RULE)
+    members = json_fields.native_members(codec.fields)
+    keys = {s: subject_key(s) for s in ("c-1", "c-2")}
+    items = [item(s, doc) for s, doc in zip(("c-1", "c-2", "c-1", "c-2"), FIELD_DOCS, strict=True)]
+    items.append(item("c-1", b'{"email": "sr1:QUJD"}'))  # looks sealed: the codec judges it
+    sealers = SubjectSealers()
+    sealed = sealers.seal_fields(items, [members] * 4 + [members], keys, sealers.notices())
+    assert sealed[4] is None
+    lookup = {k.key_id: k.key for k in keys.values()}
+    for it, envelope in zip(items[:4], sealed[:4], strict=True):
+        assert envelope is not None
+        assert b"ann@example.com" not in envelope
+        outcome = codec.open(it.subject.encode(), envelope, codec.sealed_headers([]), "orders.enc",
+                             lambda ref, _: lookup[ref.key_id])  # fmt: skip
+        assert isinstance(outcome, Opened)
+        assert outcome.value == codec.open(
+            it.subject.encode(),
+            codec.seal_value(it.value, "orders.enc", it.subject, keys[it.subject].key_id, keys[it.subject].key),
+            codec.sealed_headers([]), "orders.enc", lambda ref, _: lookup[ref.key_id],
+        ).value  # fmt: skip
+    assert sealers.seal_fields(items[:1], [None], keys, sealers.notices()) == [None]  # not top-level members
+    with fixed_nonces_for_vectors([bytes(12)] * 4):  # the vectors' fixed nonces: the codec draws them
+        assert sealers.seal_fields(items[:2], [members] * 2, keys, sealers.notices()) == [None, None]
+
+
+def test_the_project_build_makes_the_native_field_sealer() -> None:
+    assert batch_seal.NATIVE, "strongroom/crypto/_gcm.so is missing: `make` builds it (needs gcc and libssl-dev)"
+    assert isinstance(batch_seal.build_sealer(subject_key("c-1"), "t", AadProfile.TOPIC, b"c-1").cipher, batch_open.Gcm)
 
 
 # ------------------------------------------------------------------------------------------ the native opener
