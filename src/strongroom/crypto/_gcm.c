@@ -27,7 +27,7 @@
  *                       sure of, a string that looks sealed, an envelope of another shape, a key not ready,
  *                       a tag that does not verify, a plaintext not in canonical form): that path then reads
  *                       it exactly as before, so these decide nothing it does not. The same bytes as
- *                       json_fields' _seal_members and _open_members (tests/unit/clients/test_native_fields.py).
+ *                       json_fields' _seal_members and _open_members (tests/unit/envelope/test_native_field_crypto.py).
  *
  *   wrap_subject_keys(...)  keys.wrapping.new_wrapped_subject_keys for a batch (issue 13): each new subject
  *                       key sealed under its wrapping key with EVP_aes_256_gcm, the same AAD and layout, from
