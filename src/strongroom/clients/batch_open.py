@@ -180,6 +180,18 @@ class OpenTarget:
     #: :data:`Opener`. A consumer passes its key table's (:attr:`KeyCiphers.openers`).
     openers: dict[tuple[bytes, bytes, str], Opener] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def native_ready(self) -> bool:
+        """Whether the native loop (``open_run``) can open this target's records: whole values, or field mode
+        with :attr:`fields_native`."""
+        return self.fields_codec is None or self.fields_native is not None
+
+    @property
+    def native_fields(self) -> tuple[tuple[bytes, ...], tuple[bytes, ...], bytes, tuple[bytes, ...]] | None:
+        """Field mode's settings as ``open_run`` and ``open_fields`` take them; None for whole values."""
+        members = self.fields_native
+        return None if members is None else (members.names, members.aad_suffixes, AAD_LABEL, self.topic_parts)
+
     def opener(self, head: bytes, key: bytes) -> Opener | None:
         """The opener of records with envelope header ``head`` and record key ``key``; None when such a
         record is not simple (another key-reference kind, an AAD profile this target does not bind, a key
@@ -243,12 +255,13 @@ def open_simple(
     last_topic, target, bound = None, None, ""
     index, count = 0, len(msgs)
     while index < count:
-        if native_run is not None and target is not None and target.fields_codec is None and index:
+        if native_run is not None and target is not None and index and target.native_ready:
             # The records that follow, while simple and already prepared, in C; it stops at the first it
             # cannot open that way, which this loop then judges as before.
             index = native_run(
-                msgs, index, last_topic, target.marker, bound, target.openers, ciphers.entries, out, finished
-            )
+                msgs, index, last_topic, target.marker, bound, target.openers, ciphers.entries, out, finished,
+                target.native_fields,
+            )  # fmt: skip
             if index >= count:
                 break
         msg = msgs[index]

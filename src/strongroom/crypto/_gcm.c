@@ -199,6 +199,15 @@ static PyTypeObject GcmType = {
 
 /* ---- open_run -------------------------------------------------------------------------------------- */
 
+/* Field mode's settings, checked once (check_field_spec): top-level member names (rule order), their paths' AAD
+ * suffixes, the AAD label and the bound topic part per AAD profile id. */
+typedef struct {
+    PyObject *names, *suffixes, *label, *topic_parts;
+} FieldSpec;
+
+static int check_field_spec(const FieldSpec *f);
+static PyObject *open_document(PyObject *value, const FieldSpec *f, PyObject *subject, PyObject *ciphers);
+
 /* Set once by configure(): how a DecryptedMessage is built (its type, its slots' setters in field order, the
  * DECRYPTED status) and the name of the marker header, which may appear only first. */
 static PyTypeObject *message_type;
@@ -274,11 +283,14 @@ static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *partition
     return message;
 }
 
-/* One record: 1 opened (appended to out, its offset noted in finished), 0 not simple here, -1 error. */
+/* One record: 1 opened (appended to out, its offset noted in finished), 0 not simple here, -1 error. fields: NULL
+ * for whole values; field mode's settings, whose records are opened by open_document (the subject: the record key,
+ * as strict UTF-8). */
 static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *bound, PyObject *openers,
-                    PyObject *entries, PyObject *out, PyObject *finished) {
+                    PyObject *entries, PyObject *out, PyObject *finished, const FieldSpec *fields) {
     PyObject *obj = NULL, *headers = NULL, *value = NULL, *key = NULL, *rest = NULL, *head = NULL,
-             *lookup = NULL, *plain = NULL, *message = NULL, *partition_key = NULL, *offset = NULL;
+             *lookup = NULL, *plain = NULL, *message = NULL, *partition_key = NULL, *offset = NULL,
+             *decoded = NULL;
     int result = -1;
 
     if ((obj = call0(msg, s_error)) == NULL) goto done;
@@ -297,7 +309,7 @@ static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *
     if (first < 0) goto done;
     if (!first) goto not_simple;
     if ((value = call0(msg, s_value)) == NULL) goto done;
-    if (!PyBytes_CheckExact(value) || PyBytes_GET_SIZE(value) < MIN_SIZE) goto not_simple;
+    if (!PyBytes_CheckExact(value) || (fields == NULL && PyBytes_GET_SIZE(value) < MIN_SIZE)) goto not_simple;
     if ((key = call0(msg, s_key)) == NULL) goto done;
     if (!PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) == 0) goto not_simple;
     if ((rest = PyList_GetSlice(headers, 1, PyList_GET_SIZE(headers))) == NULL) goto done;
@@ -307,6 +319,20 @@ static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *
         int named = PyObject_RichCompareBool(PyTuple_GET_ITEM(pair, 0), marker_name, Py_EQ);
         if (named < 0) goto done;
         if (named) goto not_simple;
+    }
+    if (fields != NULL) {
+        if (PyBytes_GET_SIZE(key) > MAX_SUBJECT) goto not_simple;
+        decoded = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), NULL);
+        if (decoded == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto done;
+            PyErr_Clear(); /* not a subject: the per-record path says so */
+            goto not_simple;
+        }
+        if ((plain = open_document(value, fields, key, entries)) == NULL) goto done;
+        if (!PyBytes_CheckExact(plain)) goto not_simple; /* a key to load, or the Python path's to judge */
+        if ((obj = call0(msg, s_partition)) == NULL || (offset = call0(msg, s_offset)) == NULL) goto done;
+        message = new_message(msg, topic, obj, offset, key, plain, rest, decoded);
+        goto opened;
     }
 
     const unsigned char *bytes = (const unsigned char *)PyBytes_AS_STRING(value);
@@ -354,6 +380,7 @@ static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *
     }
     message = new_message(msg, topic, obj, offset, key, plain, rest, subject);
     Py_DECREF(opener);
+opened:
     if (message == NULL || PyList_Append(out, message) < 0) goto done;
     if ((partition_key = PyTuple_Pack(2, topic, obj)) == NULL) goto done;
     if (PyDict_SetItem(finished, partition_key, offset) < 0) goto done;
@@ -373,16 +400,25 @@ done:
     Py_XDECREF(message);
     Py_XDECREF(partition_key);
     Py_XDECREF(offset);
+    Py_XDECREF(decoded);
     return result;
 }
 
 static PyObject *open_run(PyObject *module, PyObject *args) {
-    PyObject *msgs, *topic, *marker, *bound, *openers, *entries, *out, *finished;
+    PyObject *msgs, *topic, *marker, *bound, *openers, *entries, *out, *finished, *field_args = Py_None;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "OnUO!UO!O!O!O!:open_run", &msgs, &start, &topic, &PyTuple_Type, &marker, &bound,
+    FieldSpec spec, *fields = NULL;
+    if (!PyArg_ParseTuple(args, "OnUO!UO!O!O!O!|O:open_run", &msgs, &start, &topic, &PyTuple_Type, &marker, &bound,
                           &PyDict_Type, &openers, &PyDict_Type, &entries, &PyList_Type, &out, &PyDict_Type,
-                          &finished))
+                          &finished, &field_args))
         return NULL;
+    if (field_args != Py_None) { /* (names, suffixes, label, topic parts): open_fields' */
+        if (!PyArg_ParseTuple(field_args, "O!O!SO!:open_run fields", &PyTuple_Type, &spec.names, &PyTuple_Type,
+                              &spec.suffixes, &spec.label, &PyTuple_Type, &spec.topic_parts) ||
+            !check_field_spec(&spec))
+            return NULL;
+        fields = &spec;
+    }
     if (message_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "open_run before configure");
         return NULL;
@@ -392,7 +428,7 @@ static PyObject *open_run(PyObject *module, PyObject *args) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), index = start < 0 ? 0 : start;
     for (; index < n; index++) {
         int opened = open_one(PySequence_Fast_GET_ITEM(seq, index), topic, marker, bound, openers, entries, out,
-                              finished);
+                              finished, fields);
         if (opened < 0) {
             Py_DECREF(seq);
             return NULL;
@@ -604,19 +640,35 @@ done:
  * a field of another shape, a tag that does not verify, a plaintext not in canonical form). value itself when no
  * rule field is present.
  */
+static int check_field_spec(const FieldSpec *f) {
+    if (!scan_names_ok(f->names)) return 0;
+    if (!bytes_tuple(f->suffixes, PyTuple_GET_SIZE(f->names)) || !bytes_tuple(f->topic_parts, -1) ||
+        PyBytes_GET_SIZE(f->label) > MAX_LABEL) {
+        PyErr_SetString(PyExc_ValueError, "open_fields: one path suffix per name, topic parts as bytes and a label of "
+                                          "at most 64 bytes");
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *open_fields(PyObject *module, PyObject *args) {
-    PyObject *value, *names, *suffixes, *label, *topic_parts, *subject, *ciphers;
-    if (!PyArg_ParseTuple(args, "SO!O!SO!SO!:open_fields", &value, &PyTuple_Type, &names, &PyTuple_Type, &suffixes,
-                          &label, &PyTuple_Type, &topic_parts, &subject, &PyDict_Type, &ciphers))
+    PyObject *value, *subject, *ciphers;
+    FieldSpec f;
+    if (!PyArg_ParseTuple(args, "SO!O!SO!SO!:open_fields", &value, &PyTuple_Type, &f.names, &PyTuple_Type,
+                          &f.suffixes, &f.label, &PyTuple_Type, &f.topic_parts, &subject, &PyDict_Type, &ciphers))
         return NULL;
-    Py_ssize_t n_names = PyTuple_GET_SIZE(names), size = PyBytes_GET_SIZE(value);
-    if (!scan_names_ok(names)) return NULL;
-    if (!bytes_tuple(suffixes, n_names) || !bytes_tuple(topic_parts, -1) || PyBytes_GET_SIZE(label) > MAX_LABEL ||
-        PyBytes_GET_SIZE(subject) > MAX_SUBJECT) {
-        PyErr_SetString(PyExc_ValueError, "open_fields: one path suffix per name, topic parts as bytes, a label of "
-                                          "at most 64 bytes and a subject of at most 4096");
+    if (!check_field_spec(&f)) return NULL;
+    if (PyBytes_GET_SIZE(subject) > MAX_SUBJECT) {
+        PyErr_SetString(PyExc_ValueError, "open_fields: a subject of at most 4096 bytes");
         return NULL;
     }
+    return open_document(value, &f, subject, ciphers);
+}
+
+/* open_fields once its arguments are checked (value and subject bytes, ciphers a dict). */
+static PyObject *open_document(PyObject *value, const FieldSpec *f, PyObject *subject, PyObject *ciphers) {
+    PyObject *names = f->names, *suffixes = f->suffixes, *label = f->label, *topic_parts = f->topic_parts;
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names), size = PyBytes_GET_SIZE(value);
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(value);
     PyObject *result = NULL, *empty = PyTuple_New(0), **plains = PyMem_Calloc(n_names + 1, sizeof(PyObject *));
     Py_ssize_t *order = PyMem_Malloc((n_names + 1) * sizeof(Py_ssize_t));
@@ -649,6 +701,7 @@ static PyObject *open_fields(PyObject *module, PyObject *args) {
     }
     memcpy(aad, PyBytes_AS_STRING(label), label_len);
     Py_ssize_t total = s.len;
+    PyObject *last_moved = NULL;
     for (Py_ssize_t i = 0; i < n_names; i++) { /* rule order: the first missing key is the Python path's first */
         Py_ssize_t start = s.spans[2 * i], end = s.spans[2 * i + 1];
         if (start < 0) continue;
@@ -672,15 +725,19 @@ static PyObject *open_fields(PyObject *module, PyObject *args) {
             goto python;
         }
         Py_INCREF(cipher);
-        PyObject *moved = PyObject_CallMethodOneArg(ciphers, s_move_to_end, key_id); /* least recently used out first */
-        Py_DECREF(key_id);
-        if (moved == NULL) {
-            Py_DECREF(cipher);
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
-            PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
-            goto python;
+        if (cipher != last_moved) { /* least recently used out first; a record's fields mostly share one key */
+            PyObject *moved = PyObject_CallMethodOneArg(ciphers, s_move_to_end, key_id);
+            if (moved == NULL) {
+                Py_DECREF(key_id);
+                Py_DECREF(cipher);
+                if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+                PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
+                goto python;
+            }
+            Py_DECREF(moved);
+            last_moved = cipher; /* compared by identity only */
         }
-        Py_DECREF(moved);
+        Py_DECREF(key_id);
         unsigned char *w = aad + label_len;
         memcpy(w, envelope, HEADER_END), w += HEADER_END;
         memcpy(w, PyBytes_AS_STRING(part), PyBytes_GET_SIZE(part)), w += PyBytes_GET_SIZE(part);
@@ -822,8 +879,9 @@ static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(message_type, slot_setters, decrypted_status, marker_name): how open_run builds its messages."},
     {"open_run", open_run, METH_VARARGS,
-     "open_run(msgs, start, topic, marker, bound_topic, openers, ciphers, out, finished) -> index of the first "
-     "record it did not open (len(msgs) when it opened all)."},
+     "open_run(msgs, start, topic, marker, bound_topic, openers, ciphers, out, finished, fields=None) -> index of "
+     "the first record it did not open (len(msgs) when it opened all); fields: field mode's (names, suffixes, label, "
+     "topic_parts), as open_fields takes them."},
     {"seal_fields", seal_fields, METH_VARARGS,
      "seal_fields(value, names, suffixes, aad_base, header, cipher, nonces) -> bytes | None: a record's top-level "
      "rule fields sealed (json_fields._seal_members), None when the Python path must read it."},

@@ -17,7 +17,9 @@ def configure(message_type: type[Any], slot_setters: tuple[Any, ...], decrypted_
               marker_name: str) -> None: ...  # fmt: skip
 def open_run(msgs: Any, start: int, topic: str | None, marker: tuple[str, bytes | None], bound_topic: str,
              openers: dict[tuple[bytes, bytes, str], tuple[bytes, bytes, str]], ciphers: dict[bytes, Any],
-             out: list[Any], finished: dict[tuple[str, int], int]) -> int: ...  # fmt: skip
+             out: list[Any], finished: dict[tuple[str, int], int],
+             fields: tuple[tuple[bytes, ...], tuple[bytes, ...], bytes, tuple[bytes, ...]] | None = None,
+             ) -> int: ...  # fmt: skip
 def seal_fields(value: bytes, names: tuple[bytes, ...], suffixes: tuple[bytes, ...], aad_base: bytes,
                 header: bytes, cipher: Gcm, nonces: bytes) -> bytes | None: ...  # fmt: skip
 def open_fields(value: bytes, names: tuple[bytes, ...], suffixes: tuple[bytes, ...], label: bytes,

@@ -24,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define JS_MAX_DEPTH 100
@@ -83,6 +84,15 @@ static void js_init_classes(void) {
     for (int c = 0x20; c < 0x80; c++) js_run_class[c] = c == '"' || c == '\\' ? 0 : 1;
     for (int c = 0xC2; c <= 0xF4; c++) js_run_class[c] = 2;
     js_classes_ready = 1;
+}
+
+/* Whether one of the 8 bytes in x is not a plain run byte of class 1: a control byte (< 0x20), the quote, the
+ * backslash, or a byte >= 0x80. Exact for "none" (each test below is non-zero iff such a byte is there), so a word
+ * it passes is printable ASCII throughout; a word it stops at goes byte by byte. */
+static inline uint64_t js_special8(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\');
+    return ((x - ones * 0x20) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | x) & highs;
 }
 
 static void js_skip_ws(JsScan *s) {
@@ -157,6 +167,14 @@ static int js_string(JsScan *s, Py_ssize_t *content) {
         /* a run of bytes that are their own canonical spelling: printable ASCII and well-formed UTF-8 */
         const unsigned char *run = s->p;
         while (s->p < s->end) {
+            if (s->end - s->p >= 8) { /* eight bytes at a time while they are printable ASCII */
+                uint64_t word;
+                memcpy(&word, s->p, 8);
+                if (!js_special8(word)) {
+                    s->p += 8;
+                    continue;
+                }
+            }
             unsigned char kind = js_run_class[*s->p];
             if (kind == 1) {
                 s->p++;
