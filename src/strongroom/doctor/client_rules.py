@@ -452,6 +452,27 @@ def backoff(rule: ClientRule, view: ClientConfigView, _: None) -> Iterator[Findi
 
 
 @CLIENT_RULES.rule(
+    "client-fetch-queue-backoff-long",
+    Severity.INFO,
+    "A consumer idles whenever its pre-fetch queue fills",
+    "Once a fetch finds the local queue full (queued.min.messages or queued.max.messages.kbytes), librdkafka waits "
+    "fetch.queue.backoff.ms before fetching that partition again (1 s by default), however fast the application "
+    "empties the queue. A consumer that does work per record (decrypting, writing elsewhere) fills it and then "
+    "waits: strongroom's decrypting consumer read 100,000 records of 1 KB at about half its rate with the default.",
+)
+def fetch_queue_backoff(rule: ClientRule, view: ClientConfigView, _: None) -> Iterator[Finding]:
+    name = "fetch.queue.backoff.ms"
+    value, recommended = view.number(name), view.recommended(name)
+    if not view.is_consumer or value is None or recommended is None or value <= int(recommended):
+        return
+    yield _property_finding(
+        rule, view, name,
+        f"{view.label(name)}={value} (recommended {recommended}): idles up to {value} ms each time the queue fills",
+        recommended=recommended,
+    )  # fmt: skip
+
+
+@CLIENT_RULES.rule(
     "client-nagle-enabled",
     Severity.INFO,
     "Nagle's algorithm enabled on broker sockets",

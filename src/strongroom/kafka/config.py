@@ -44,6 +44,15 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "compression.type": "lz4",
 }
 
+#: After a fetch found the local pre-fetch queue full (``queued.min.messages`` or
+#: ``queued.max.messages.kbytes``) librdkafka waits ``fetch.queue.backoff.ms`` before fetching that partition
+#: again: 1 s by default, however fast the application empties the queue. Any consumer slower than the network
+#: fills it, so it stalls for up to a second each time: a key table's catch-up was held to 25k records/s (a bare
+#: read of the same topic: 320k/s with 10 ms), the audit reader of a 1 KB topic to less than half its rate, and a
+#: ``DecryptingConsumer`` reading 100,000 records of 1 KB to 78-81k records/s against 132-174k with 10 ms
+#: (docs/benchmarks.md, "Client library"). Every consumer strongroom builds refetches soon.
+REFETCH_SOON: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
+
 CONSUMER_DEFAULTS: dict[str, Any] = {
     **COMMON_DEFAULTS,
     "session.timeout.ms": 45_000,
@@ -52,16 +61,10 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "enable.auto.commit": False,
     "auto.offset.reset": "earliest",
     "isolation.level": "read_committed",
+    **REFETCH_SOON,
 }
 
 ADMIN_DEFAULTS: dict[str, Any] = dict(COMMON_DEFAULTS)
-
-#: For a consumer that reads on and on with a bounded pre-fetch queue (the key table, the keys-topic scan,
-#: the audit reader): after a fetch found the local queue full librdkafka waits ``fetch.queue.backoff.ms``
-#: before fetching that partition again, 1 s by default however fast the queue empties. That held a key
-#: table's catch-up to 25k records/s (a bare read of the same topic: 320k/s with 10 ms), and the audit
-#: reader of a 1 KB topic to less than half its rate.
-REFETCH_SOON: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
 
 from strongroom.errors import StrongroomError
-from strongroom.kafka.config import REFETCH_SOON, ClientConfig
+from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import consume_ready, new_consumer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import CorruptKeyRecord, KeyTableClosed, KeyTableTimeout
@@ -40,12 +40,12 @@ _LEASE_PREFIXES: Final = (records.LEASE_PREFIX, records.LEASES_PREFIX, records.S
 _FETCH_BATCH: Final = 20_000
 #: librdkafka pre-fetches up to 64 MiB per consumer by default; a catching-up key table would keep that
 #: much in its heap for good (the allocator does not give it back). A few MiB keep it busy just as well,
-#: provided librdkafka fetches again as soon as the queue has room (REFETCH_SOON).
+#: provided librdkafka fetches again as soon as the queue has room (``REFETCH_SOON``, in every consumer's
+#: defaults).
 _BOUNDED_FETCH: Final = {
     "queued.min.messages": 5000,
     "queued.max.messages.kbytes": 8192,
     "fetch.max.bytes": 4 * 1024 * 1024,
-    **REFETCH_SOON,
 }
 
 

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from strongroom.errors import KafkaError, StrongroomError
-from strongroom.kafka.config import REFETCH_SOON, ClientConfig
+from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
@@ -317,7 +317,7 @@ class KeysTopic:
         consumer = new_consumer(
             self.client,
             "strongroom-keys-scan",
-            {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100, **REFETCH_SOON},
+            {"enable.partition.eof": True, "log_level": 0, "fetch.wait.max.ms": 100},
         )
         try:
             ends, total = self._scan_ends(consumer, wanted, end_offsets)

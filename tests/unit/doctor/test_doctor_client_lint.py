@@ -212,6 +212,21 @@ def test_consumer_session_and_heartbeat() -> None:
     assert hb.evidence["session.timeout.ms"] == 10000
 
 
+def test_fetch_queue_backoff_flags_a_consumer_that_idles_on_a_full_queue() -> None:
+    (unset,) = by_rule(lint({"group.id": "g"}, role="consumer"), "client-fetch-queue-backoff-long")
+    assert unset.subject == "fetch.queue.backoff.ms"
+    assert unset.evidence["origin"].startswith("librdkafka")
+    assert "not set" in unset.problem
+    assert unset.commands == (f"fetch.queue.backoff.ms={CONSUMER_DEFAULTS['fetch.queue.backoff.ms']}",)
+    (slow,) = by_rule(lint({"group.id": "g", "fetch.queue.backoff.ms": "200"}, role="consumer"),
+                      "client-fetch-queue-backoff-long")  # fmt: skip
+    assert "idles up to 200 ms" in slow.problem
+    assert slow.severity is Severity.INFO
+    assert not by_rule(lint({"group.id": "g", "fetch.queue.backoff.ms": "5"}, role="consumer"),
+                       "client-fetch-queue-backoff-long")  # fmt: skip
+    assert not by_rule(lint({}, role="producer"), "client-fetch-queue-backoff-long")  # producers do not fetch
+
+
 def test_backoff_severities() -> None:
     report = lint({"reconnect.backoff.max.ms": "60000", "retry.backoff.ms": "50", "retry.backoff.max.ms": "1000"})
     found = {f.subject: f.severity for f in by_rule(report, "client-backoff-outside-guidance")}
