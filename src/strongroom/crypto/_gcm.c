@@ -251,6 +251,19 @@ static inline PyObject *call0(PyObject *obj, PyObject *name) {
 
 /* A DecryptedMessage of msg (whose partition and offset the caller read) with this plaintext, headers and
  * subject: what batch_open.fast_message builds. */
+/* key_id to the recent end of the ready ciphers (an OrderedDict, least recently used out first): 1 moved, 0 gone
+ * (emptied by an erasure meanwhile: the Python path asks the table again), -1 error. */
+static int lru_touch(PyObject *entries, PyObject *key_id) {
+    PyObject *moved = PyObject_CallMethodOneArg(entries, s_move_to_end, key_id);
+    if (moved != NULL) {
+        Py_DECREF(moved);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *partition, PyObject *offset, PyObject *key,
                              PyObject *plain, PyObject *rest, PyObject *subject) {
     PyObject *message = NULL, *stamp = call0(msg, s_timestamp);
@@ -355,15 +368,13 @@ static int open_one(PyObject *msg, PyObject *topic, PyObject *marker, PyObject *
         goto not_simple;
     }
     Py_INCREF(cipher);
-    PyObject *moved = PyObject_CallMethodOneArg(entries, s_move_to_end, key_id); /* least recently used out first */
-    if (moved == NULL) {
+    int touched = lru_touch(entries, key_id);
+    if (touched <= 0) {
         Py_DECREF(cipher);
         Py_DECREF(opener);
-        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
-        PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
+        if (touched < 0) goto done;
         goto not_simple;
     }
-    Py_DECREF(moved);
     plain = gcm_open((GcmObject *)cipher, bytes + HEADER_END, bytes + NONCE_END,
                      PyBytes_GET_SIZE(value) - NONCE_END, (const unsigned char *)PyBytes_AS_STRING(aad),
                      PyBytes_GET_SIZE(aad));
@@ -725,16 +736,14 @@ static PyObject *open_document(PyObject *value, const FieldSpec *f, PyObject *su
             goto python;
         }
         Py_INCREF(cipher);
-        if (cipher != last_moved) { /* least recently used out first; a record's fields mostly share one key */
-            PyObject *moved = PyObject_CallMethodOneArg(ciphers, s_move_to_end, key_id);
-            if (moved == NULL) {
+        if (cipher != last_moved) { /* a record's fields mostly share one key */
+            int touched = lru_touch(ciphers, key_id);
+            if (touched <= 0) {
                 Py_DECREF(key_id);
                 Py_DECREF(cipher);
-                if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
-                PyErr_Clear(); /* emptied by an erasure meanwhile: the Python path asks the table again */
+                if (touched < 0) goto done;
                 goto python;
             }
-            Py_DECREF(moved);
             last_moved = cipher; /* compared by identity only */
         }
         Py_DECREF(key_id);

@@ -305,6 +305,23 @@ static int js_has_duplicate(JsScan *s, Py_ssize_t first, Py_ssize_t n) {
 
 static int js_value(JsScan *s);
 
+/* After a member or an element: a comma (written; *more = 1, at the next item) or the closing byte (passed over,
+ * not written; *more = 0). Anything else is FALLBACK. */
+static int js_after_item(JsScan *s, unsigned char close, int *more) {
+    js_skip_ws(s);
+    if (s->p >= s->end) return JS_FALLBACK;
+    if (*s->p == ',') {
+        s->p++;
+        js_skip_ws(s);
+        *more = 1;
+        return js_put1(s, ',');
+    }
+    if (*s->p != close) return JS_FALLBACK;
+    s->p++;
+    *more = 0;
+    return JS_OK;
+}
+
 static int js_push_name(JsScan *s, Py_ssize_t start, Py_ssize_t len) {
     if (s->n_names == s->cap_names) {
         Py_ssize_t cap = s->cap_names ? s->cap_names * 2 : 64;
@@ -358,17 +375,9 @@ static int js_object(JsScan *s) {
         s->depth--;
         if (r != JS_OK) return r;
         if (slot >= 0) s->spans[2 * slot] = at, s->spans[2 * slot + 1] = s->len;
-        js_skip_ws(s);
-        if (s->p >= s->end) return JS_FALLBACK;
-        if (*s->p == ',') {
-            s->p++;
-            if (js_put1(s, ',') != JS_OK) return JS_ERROR;
-            js_skip_ws(s);
-            continue;
-        }
-        if (*s->p != '}') return JS_FALLBACK;
-        s->p++;
-        break;
+        int more;
+        if ((r = js_after_item(s, '}', &more)) != JS_OK) return r;
+        if (!more) break;
     }
     Py_ssize_t n = s->n_names - first;
     if (n > 1 && js_has_duplicate(s, first, n)) return JS_FALLBACK; /* the reader refuses a member named twice */
@@ -390,17 +399,9 @@ static int js_array(JsScan *s) {
         r = js_value(s);
         s->depth--;
         if (r != JS_OK) return r;
-        js_skip_ws(s);
-        if (s->p >= s->end) return JS_FALLBACK;
-        if (*s->p == ',') {
-            s->p++;
-            if (js_put1(s, ',') != JS_OK) return JS_ERROR;
-            js_skip_ws(s);
-            continue;
-        }
-        if (*s->p != ']') return JS_FALLBACK;
-        s->p++;
-        return js_put1(s, ']');
+        int more;
+        if ((r = js_after_item(s, ']', &more)) != JS_OK) return r;
+        if (!more) return js_put1(s, ']');
     }
 }
 

@@ -9,21 +9,24 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.dictionaries(
-            st.sampled_from(["name", "email", "address", "é x", "a", "\u0000", '"', "sr1:"]) | st.text(max_size=4),
-            children,
-            max_size=5,
-        )
-    ),
-    max_leaves=20,
+
+def json_trees(names: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    """Any JSON value: null, booleans, integers beyond 64 bits, every finite double, any text, and lists and
+    objects of those, with member names drawn from ``names``."""
+    return st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**70), max_value=2**70)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(names, children, max_size=5),
+        max_leaves=20,
+    )
+
+
+#: Values whose member names are often the rules' own, or look sealed, or need escapes.
+json_values = json_trees(
+    st.sampled_from(["name", "email", "address", "é x", "a", "\u0000", '"', "sr1:"]) | st.text(max_size=4)
 )
 documents = st.dictionaries(st.sampled_from(["name", "email", "address", "é x", "n", "m"]), json_values, max_size=6)
 
@@ -55,6 +58,13 @@ def hostile_text(rng: random.Random, depth: int = 0) -> str:
         at = rng.randrange(len(text) + 1)
         text = text[:at] + rng.choice(HOSTILE_PIECES) + text[at:]
     return text
+
+
+def hostile_bytes(rng: random.Random) -> bytes:
+    """A hostile text as UTF-8, or (about one in seven) as Latin-1 with what it cannot hold replaced: bytes that are
+    not UTF-8."""
+    text = hostile_text(rng)
+    return text.encode("latin-1", "replace") if rng.random() < 0.15 else text.encode("utf-8")
 
 
 def integers_in(value: Any) -> list[int]:

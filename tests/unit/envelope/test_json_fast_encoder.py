@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_cases import json_trees
 
 from strongroom.envelope import MalformedEnvelope, NotJson
 from strongroom.envelope.json_fields import _DECODER, _dumps, _field_json, _json_bytes, _utf8, load_json_object
@@ -27,15 +28,7 @@ def parsed(text: str) -> Any:
     return _DECODER.decode(text)
 
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20,
-)
+json_values = json_trees(st.text(max_size=8))
 
 
 @settings(max_examples=400, deadline=None)
