@@ -24,10 +24,12 @@ JAVAC_FLAGS := --release 17 -encoding UTF-8 -Xlint:all,-path -Werror
 # issue 13; field mode's sealing and opening, issue 18): C against the virtualenv's Python headers and the
 # system's OpenSSL 3 (libssl-dev), every warning an error. Field mode's strict JSON reader and canonical writer
 # (src/strongroom/envelope/_json_scan.h, in both modules; alone in _canonical.c, issue 18): C against the Python
-# headers only.
+# headers only. Long-lived cache entries out of the cyclic collector's passes (src/strongroom/_collector.c,
+# runtime.untracked): C against the Python headers only.
 NATIVE_OPENER := src/strongroom/crypto/_gcm.so
 NATIVE_JSON := src/strongroom/envelope/_canonical.so
-NATIVE := $(NATIVE_OPENER) $(NATIVE_JSON)
+NATIVE_COLLECTOR := src/strongroom/_collector.so
+NATIVE := $(NATIVE_OPENER) $(NATIVE_JSON) $(NATIVE_COLLECTOR)
 NATIVE_CFLAGS := -O2 -fPIC -shared -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror -fvisibility=hidden
 
 .PHONY: all install dataplane system-deps demo test test-unit test-integration check lint typecheck bench clean distclean
@@ -52,6 +54,8 @@ $(NATIVE_OPENER): src/strongroom/crypto/_gcm.c src/strongroom/envelope/_json_sca
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< -lcrypto && mv $@.tmp $@
 
 $(NATIVE_JSON): src/strongroom/envelope/_canonical.c src/strongroom/envelope/_json_scan.h | $(DEPS_STAMP)
+$(NATIVE_COLLECTOR): src/strongroom/_collector.c | $(DEPS_STAMP)
+$(NATIVE_JSON) $(NATIVE_COLLECTOR):
 	@command -v cc >/dev/null || { echo "error: a C compiler is needed (apt-get install gcc)"; exit 1; }
 	@include=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') || exit 1; \
 	  echo "cc $< -> $@" && cc $(NATIVE_CFLAGS) -I"$$include" -o $@.tmp $< && mv $@.tmp $@

@@ -1,6 +1,7 @@
 """Small facts about now, here and who: wall-clock milliseconds, ISO-8601 renderings, the operator's
 name, whether a process lives; handing freed heap back to the OS, and the garbage collector of a process
-that holds a large heap. One definition each, for every area (audit records, receipts, stores, pipelines)."""
+that holds a large heap or long-lived caches. One definition each, for every area (audit records, receipts,
+stores, pipelines)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+try:  # built by `make` from _collector.c; without it cache entries stay in the collector's passes
+    from strongroom._collector import untrack as _untrack
+except ImportError:  # pragma: no cover - an install without the project's build
+
+    def _untrack(obj: Any) -> Any:
+        return obj
+
+
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -128,6 +139,21 @@ class LargeHeapCollector:
             gc.set_threshold(*cls._previous)
             cls._previous = None
             gc.unfreeze()
+
+
+def untracked(obj: T) -> T:
+    """``obj``, which the cyclic garbage collector no longer walks (reference counting still frees it).
+
+    For the long-lived caches of the client library and the key table, a few entries per active subject: a
+    producer over 100,000 subjects held about 400,000 of them, and each full pass of the collector walked them
+    all, and every entry of the caches' mappings, for about 165 ms in the middle of a batch (docs/benchmarks.md,
+    "Client library"). CPython untracks exact tuples and dicts of atomic values by itself; this does it for an
+    entry, or a cache's mapping, that keeps the same promise: it is never part of a reference cycle (immutable,
+    holding only strings, bytes, numbers, None and objects that keep the promise too). An untracked cycle would
+    never be freed; nothing worse. CPython tracks a mapping again when an object it may track is inserted, so a
+    cache untracks its mapping again after filling it.
+    """
+    return _untrack(obj)  # type: ignore[no-any-return]
 
 
 class CollectorPause:

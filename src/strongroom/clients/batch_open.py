@@ -37,6 +37,7 @@ from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.errors import StrongroomError
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.records import MAX_SUBJECT_BYTES
+from strongroom.runtime import untracked
 
 try:  # the native opener, built by `make` from _gcm.c (issue 18); without it the Python loop opens every record
     from strongroom.crypto._gcm import HEADER_END, MIN_SIZE, Gcm, configure, open_fields, open_run
@@ -147,6 +148,7 @@ class KeyCiphers:
                 self.entries[key_id] = cipher
                 if len(self.entries) > self.capacity:
                     self.entries.popitem(last=False)
+                untracked(self.entries)  # key ids and ciphers: no reference cycle for the collector to walk
         return cipher
 
     def warm(self, key_ids: Sequence[bytes]) -> None:
@@ -212,6 +214,7 @@ class OpenTarget:
         if len(openers) >= MAX_OPENERS:
             openers.clear()
         openers[head, key, self.bound_topic] = opener
+        untracked(openers)  # bytes and text only: no reference cycle for the collector to walk
         return opener
 
 

@@ -42,6 +42,7 @@ from strongroom.envelope.json_fields import NativeMembers
 from strongroom.envelope.keyref import SubjectKeyRef
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.table import SubjectKey
+from strongroom.runtime import untracked
 
 try:  # the native cipher and field sealer, built by `make` from crypto/_gcm.c (issue 18)
     from strongroom.crypto._gcm import Gcm, seal_fields
@@ -187,12 +188,14 @@ class SubjectSealers:
                 misses += 1
                 sealer = build_sealer(key, out_topic, profile, subject_bytes)
                 if keep:
-                    entries[slot] = sealer
+                    entries[untracked(slot)] = untracked(sealer)
                     if len(entries) > self.capacity:
                         entries.popitem(last=False)
             else:
                 to_end(slot)
             found.append(sealer)
+        if misses and keep:  # nothing in the cache is part of a reference cycle: out of the collector's passes
+            untracked(entries)
         self.counters["hits"] += len(items) - misses
         self.counters["misses"] += misses
         return found

@@ -29,6 +29,7 @@ from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.manager import KeyManager, KeyOrDecision
 from strongroom.keys.table import SubjectKey
 from strongroom.kms.errors import KmsUnavailable
+from strongroom.runtime import untracked
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -214,8 +215,11 @@ class KeyCache:
                     self._subject_of.pop(old[0].key_id, None)
                     if not isinstance(key, SubjectKey) or key.key_id != old[0].key_id:
                         CIPHERS.forget(old[0].key)
-                self._entries[subject] = (key, expiry)
+                self._entries[subject] = untracked((untracked(key) if isinstance(key, SubjectKey) else key, expiry))
                 if isinstance(key, SubjectKey):
                     self._subject_of[key.key_id] = subject
             while len(self._entries) > self.capacity:
                 self._drop(next(iter(self._entries)))
+            # Nothing here is part of a reference cycle: the collector need not walk the entries (an insert of a
+            # trackable entry tracks the mapping again; every store takes it out).
+            untracked(self._entries)

@@ -67,7 +67,7 @@ from strongroom.keys.records import (
     wk_edek_context,
 )
 from strongroom.kms.api import Edek
-from strongroom.runtime import pid_alive, release_free_heap
+from strongroom.runtime import pid_alive, release_free_heap, untracked
 
 SCHEMA_VERSION: Final = "7"
 TEMP_PREFIX: Final = "strongroom-keytable-"
@@ -416,6 +416,7 @@ class KeyStore:
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )
                 db.execute("COMMIT")
+                untracked(self._lease_states)  # key ids and counts: no reference cycle for the collector to walk
                 for partition, offset in slots:  # in partition order, after every slot applied before
                     known = self._slots.setdefault(partition, [])
                     if not known or known[-1] < offset:
@@ -533,6 +534,7 @@ class KeyStore:
                     if len(states) >= _LEASE_STATES_MAX:
                         states.popitem(last=False)  # the oldest (a dict's first item costs a scan)
                     states[stored.key_id] = (stored.partition, stored.offset, sealed, stored.exhausted)
+                untracked(states)  # key ids and counts: no reference cycle for the collector to walk
         return found
 
     def markers_many(self, subjects: Sequence[str]) -> dict[str, StoredMarker]:

@@ -64,6 +64,7 @@ from strongroom.keys.wrapping import WrappingKeyCache, unwrap_subject_key
 from strongroom.kms.api import Edek, Kms
 from strongroom.kms.errors import KmsConfigError
 from strongroom.metrics import KeyTableSample
+from strongroom.runtime import untracked
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +255,7 @@ class _Lru:
     def put(self, key_id: bytes, subject: str, key: bytes) -> None:
         self.entries[key_id] = (subject, key)
         self.entries.move_to_end(key_id)
+        untracked(self.entries)  # bytes and text only: no reference cycle for the collector to walk
         while len(self.entries) > self.capacity:
             _, (_, evicted) = self.entries.popitem(last=False)
             CIPHERS.forget(evicted)

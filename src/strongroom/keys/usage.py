@@ -47,6 +47,7 @@ from typing import Final, TypeVar
 
 from strongroom.keys.errors import KeysConfigError
 from strongroom.keys.records import LEASE_ID_SIZE
+from strongroom.runtime import untracked
 
 T = TypeVar("T")
 
@@ -139,7 +140,8 @@ class SealLedger:
         self.limits = limits
         self.capacity = capacity
         self.clock = clock
-        self._balance: OrderedDict[bytes, int] = OrderedDict()
+        #: key id → seals left; numbers only, so out of the collector's passes for good (``runtime.untracked``).
+        self._balance: OrderedDict[bytes, int] = untracked(OrderedDict())
         #: Moves on whenever a balance is dropped: the slots claimed before it may not credit again.
         self.generation = 0
         self.counters = {"charged": 0, "leases_granted": 0, "leases_denied": 0, "rotated": 0, "slot_credits": 0,

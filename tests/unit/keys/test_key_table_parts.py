@@ -3,6 +3,7 @@ follower applies a batch to a real store and reports its effects, the heartbeat 
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,21 @@ def test_the_follower_applies_a_batch_and_reports_what_it_erased(tmp_path: Path)
     assert store.key(b"\x01" * 16) is None  # erased from the store: the marker came after the key
     follower._apply(messages)  # offsets already applied are never applied twice
     assert len(seen) == 1
+    store.close()
+
+
+def test_the_stores_lease_states_stay_out_of_the_collectors_passes(tmp_path: Path) -> None:
+    """Key ids and counts, one entry per key a writer met: nothing for the cyclic collector to walk
+    (``runtime.untracked``; the other caches: tests/unit/test_collector_untrack.py)."""
+    store = KeyStore(tmp_path / "store.sqlite", topic="keys")
+    follower = KeysFollower(NOWHERE, "keys", store, 2, on_effects=lambda _: None, on_reset=lambda: None,
+                            on_tick=lambda: None)  # fmt: skip
+    key = SubjectKeyRecord("bob", b"\x01" * 16, b"w" * 16, os.urandom(60), 1, "local:kek")
+    follower._apply([Message(0, 0, *records.encode(key))])
+    assert not gc.is_tracked(store._lease_states)
+    assert [k.key_id for k in store.live_keys_many(["bob"])["bob"]] == [b"\x01" * 16]
+    assert len(store._lease_states) == 1
+    assert not gc.is_tracked(store._lease_states)
     store.close()
 
 
