@@ -88,7 +88,9 @@ static void js_init_classes(void) {
 
 /* Whether one of the 8 bytes in x is not a plain run byte of class 1: a control byte (< 0x20), the quote, the
  * backslash, or a byte >= 0x80. Exact for "none" (each test below is non-zero iff such a byte is there), so a word
- * it passes is printable ASCII throughout; a word it stops at goes byte by byte. */
+ * it passes is printable ASCII throughout. Borrows only carry towards higher bytes, so the lowest flagged byte (the
+ * first in memory on a little-endian machine) is the first such byte: the bytes before it are skipped at once and
+ * it goes by the byte path. */
 static inline uint64_t js_special8(uint64_t x) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t quote = x ^ (ones * '"'), backslash = x ^ (ones * '\\');
@@ -170,10 +172,14 @@ static int js_string(JsScan *s, Py_ssize_t *content) {
             if (s->end - s->p >= 8) { /* eight bytes at a time while they are printable ASCII */
                 uint64_t word;
                 memcpy(&word, s->p, 8);
-                if (!js_special8(word)) {
+                uint64_t special = js_special8(word);
+                if (!special) {
                     s->p += 8;
                     continue;
                 }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                s->p += __builtin_ctzll(special) >> 3; /* the bytes before the first special one are plain */
+#endif
             }
             unsigned char kind = js_run_class[*s->p];
             if (kind == 1) {

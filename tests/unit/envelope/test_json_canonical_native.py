@@ -106,6 +106,25 @@ def test_hostile_texts_are_refused_or_read_as_python_reads_them(seed: int) -> No
 
 
 @pytest.mark.parametrize(
+    "special",
+    [b'"', b"\\n", b"\\u0041", b"\\/", b"\x01", b"\x7f", "é".encode(), "€".encode(), "😀".encode(), b"\xc0\xaf",
+     b"\xed\xa0\x80", b"\xff"],
+)  # fmt: skip
+def test_a_special_byte_at_every_place_of_the_eight_byte_words_reads_as_python_reads_it(special: bytes) -> None:
+    """The string reader takes printable ASCII eight bytes at a time and skips a word's plain bytes up to its first
+    special one: a special byte (the closing quote, an escape, a control or non-ASCII byte, broken UTF-8) at each
+    offset within and across two words, after plain text and before more of it."""
+    for before in range(0, 18):
+        for after in (0, 1, 7, 8, 9):
+            text = b"a" * before + special + b"b" * after
+            for data in (b'{"name":"' + text + b'"}', b'{"' + text + b'":1,"name":2}'):
+                check_agrees(data)
+            if special != b'"':  # the reader must see the byte, or it would take what Python refuses
+                answered = canonical(b'{"name":"' + text + b'"}', NAMES, True) is not None
+                assert answered == (special not in (b"\x01", b"\xc0\xaf", b"\xed\xa0\x80", b"\xff")), text
+
+
+@pytest.mark.parametrize(
     "data",
     [
         b'{"email":"x","email":"y"}',
