@@ -249,8 +249,6 @@ static inline PyObject *call0(PyObject *obj, PyObject *name) {
     return PyObject_VectorcallMethod(name, &self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* A DecryptedMessage of msg (whose partition and offset the caller read) with this plaintext, headers and
- * subject: what batch_open.fast_message builds. */
 /* key_id to the recent end of the ready ciphers (an OrderedDict, least recently used out first): 1 moved, 0 gone
  * (emptied by an erasure meanwhile: the Python path asks the table again), -1 error. */
 static int lru_touch(PyObject *entries, PyObject *key_id) {
@@ -264,6 +262,8 @@ static int lru_touch(PyObject *entries, PyObject *key_id) {
     return 0;
 }
 
+/* A DecryptedMessage of msg (whose partition and offset the caller read) with this plaintext, headers and
+ * subject: what batch_open.fast_message builds. */
 static PyObject *new_message(PyObject *msg, PyObject *topic, PyObject *partition, PyObject *offset, PyObject *key,
                              PyObject *plain, PyObject *rest, PyObject *subject) {
     PyObject *message = NULL, *stamp = call0(msg, s_timestamp);
