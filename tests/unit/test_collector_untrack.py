@@ -11,15 +11,14 @@ from __future__ import annotations
 import gc
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from strongroom.clients.batch_open import KeyCiphers, open_target
 from strongroom.clients.batch_seal import SealItem, SubjectSealers
-from strongroom.envelope import AadProfile, SubjectKeyRef
+from strongroom.envelope import AadProfile
 from strongroom.keys.cache import KeyCache
 from strongroom.keys.erasure_feed import ErasureNotice
 from strongroom.keys.table import SubjectKey, _Lru
@@ -106,37 +105,9 @@ def test_a_producers_key_cache_adds_no_tracked_object_per_subject(quiet_collecto
     assert cache.cached("c-7") is None
 
 
-class Keys:
-    """The key table's contract for :class:`KeyCiphers`."""
-
-    def __init__(self, keys: dict[bytes, bytes]) -> None:
-        self.keys = keys
-
-    def lookup(self, ref: SubjectKeyRef, subject: str) -> bytes | None:
-        return self.keys.get(ref.key_id)
-
-    def warm(self, key_ids: Sequence[bytes]) -> int:
-        return 0
-
-    def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
-        return None
-
-
-def test_a_consumers_ready_ciphers_and_openers_are_out_of_the_passes() -> None:
-    keys = [subject_key(f"c-{i}") for i in range(100)]
-    ciphers = KeyCiphers(Keys({k.key_id: k.key for k in keys}))
-    target = open_target(("strongroom.enc", b"v1"), "orders.enc", openers=ciphers.openers)
-    for key in keys:
-        assert ciphers.load(key.key_id, key.subject) is not None
-        assert target.opener(SubjectKeyRef(key.key_id).header(AadProfile.TOPIC), key.subject.encode()) is not None
-    assert len(ciphers) == 100
-    assert len(ciphers.openers) == 100
-    assert not gc.is_tracked(ciphers.entries)
-    assert not gc.is_tracked(ciphers.openers)
-
-
 def test_the_key_tables_caches_are_out_of_the_passes() -> None:
-    """(The store's lease states: tests/unit/keys/test_key_table_parts.py, with the follower that fills them.)"""
+    """(The store's lease states: tests/unit/keys/test_key_table_parts.py, with the follower that fills them; a
+    consumer's ready ciphers and openers: tests/unit/clients/test_client_batch_paths.py.)"""
     lru = _Lru(10)
     lru.put(b"k" * 16, "c-1", os.urandom(32))
     assert not gc.is_tracked(lru.entries)

@@ -10,6 +10,7 @@ loop against ``open_simple`` without it over random batches of every record shap
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -142,6 +143,20 @@ class Keys:
 
     def add_erasure_listener(self, listener: Callable[[ErasureNotice], None]) -> None:
         self.listeners.append(listener)
+
+
+def test_a_consumers_ready_ciphers_and_openers_are_out_of_the_collectors_passes() -> None:
+    """Key ids, ciphers, bytes and text: nothing for the cyclic collector to walk (``runtime.untracked``)."""
+    keys = [subject_key(f"c-{i}") for i in range(100)]
+    ciphers = KeyCiphers(Keys({k.key_id: k.key for k in keys}))
+    target = open_target(("strongroom.enc", b"v1"), "orders.enc", openers=ciphers.openers)
+    for key in keys:
+        assert ciphers.load(key.key_id, key.subject) is not None
+        assert target.opener(SubjectKeyRef(key.key_id).header(AadProfile.TOPIC), key.subject.encode()) is not None
+    assert len(ciphers) == 100
+    assert len(ciphers.openers) == 100
+    assert not gc.is_tracked(ciphers.entries)
+    assert not gc.is_tracked(ciphers.openers)
 
 
 def sealed_message(codec: RuleCodec, key: SubjectKey, offset: int, value: bytes = b'{"a": 1}', **kw: Any) -> Message:
