@@ -180,6 +180,7 @@ class KeysFollower:
                 messages = consume_ready(consumer, _FETCH_BATCH, self.poll_timeout)
                 if messages:
                     self._apply(messages)
+                self.store.commit_if_due()  # applies share a transaction (KeyStore.apply): none stays open long
                 now = time.monotonic()
                 if now - last_partition_check > _PARTITION_CHECK_SECONDS:
                     last_partition_check = now

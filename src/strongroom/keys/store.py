@@ -136,6 +136,13 @@ _CACHE_KIB: Final = 65536
 #: again costs a few ms).
 _TRIM_AFTER_RECORDS: Final = 1000
 _TRIM_INTERVAL_S: Final = 1.0
+#: Applies share one transaction until it holds this many records or is this old (or an apply holds anything
+#: but keys, leases and slots: see :meth:`KeyStore.apply`). A commit writes every page the transaction changed,
+#: and new keys land on random pages of two indexes: a writer's read-back of a few hundred keys at a time,
+#: committed each time, wrote about a page per key (33 µs a key against 13 in transactions of 20,000;
+#: docs/benchmarks.md). The same bound as a catch-up's fetch, so the in-memory journal stays as large as before.
+_COMMIT_RECORDS: Final = 20_000
+_COMMIT_AFTER_S: Final = 0.5
 
 #: What :meth:`KeyStore.apply` takes: a record at its place, or a decoded subject-key row.
 ApplyItem = tuple[int, int, KeysRecord] | SubjectKeyRow
@@ -269,7 +276,10 @@ class KeyStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._trimmed = 0.0
-        #: key id → (partition, offset, seals counted, exhausted) as committed, from reads of live keys: the
+        #: The open transaction that applies share (:meth:`apply`): when it began and how many records it holds.
+        self._open_since: float | None = None
+        self._open_records = 0
+        #: key id → (partition, offset, seals counted, exhausted) as applied, from reads of live keys: the
         #: lease records that follow those reads (a writer leases the keys it just looked up) find them here
         #: instead of in SQLite. Every change of a key's row or count removes its entry (see LeaseRun).
         self._lease_states: OrderedDict[bytes, LeaseState] = OrderedDict()
@@ -338,6 +348,7 @@ class KeyStore:
     def reset(self) -> None:
         """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
         with self._lock:
+            self.commit()
             self._clear(self._db)
             self._any_marker = False
             self._lease_states.clear()
@@ -368,17 +379,29 @@ class KeyStore:
             return {partition: tuple(self._slots.get(partition, ())) for partition in partitions}
 
     def apply(self, records: Sequence[ApplyItem], next_offsets: dict[int, int]) -> ApplyEffects:
-        """Apply records in order, and store ``next_offsets``, in one transaction.
+        """Apply records in order, and store ``next_offsets``, all or nothing.
 
         Each item is ``(partition, offset, record)`` or a subject-key row as the follower decodes it
         (:func:`~strongroom.keys.records.subject_key_row`). Consecutive subject keys are inserted in one
         ``executemany``, sorted by key id (neighbouring pages of the key-id index, fewer page visits); their
         order among themselves does not matter, only their order against other records, which is kept.
+
+        Applies share one transaction, committed once it holds :data:`_COMMIT_RECORDS` records or is
+        :data:`_COMMIT_AFTER_S` old (:meth:`commit_if_due`, which the reader calls between fetches too), and at
+        once after an apply that holds anything but subject keys, seal leases and seal slots (an erasure's
+        deletions reach the file without delay). Each apply is a savepoint: a failing one leaves the
+        applies before it as they were. Reads share the connection, so they see every apply at once; a
+        crash loses at most the uncommitted applies, and their offsets with them, so the store resumes
+        where its data ends.
         """
         effects = ApplyEffects()
         with self._lock:
             db = self._db
-            db.execute("BEGIN")
+            if self._open_since is None:
+                db.execute("BEGIN")
+                self._open_since, self._open_records = time.monotonic(), 0
+            db.execute("SAVEPOINT apply")
+            prompt = False  # an erasure, a wrapping key, a layout: commit at once
             try:
                 pending: list[SubjectKeyRow] = []
                 leases: LeaseRun | None = None  # the seal counts a run of consecutive lease records changed
@@ -406,6 +429,7 @@ class KeyStore:
                     else:
                         if isinstance(record, ErasureMarker):
                             self._any_marker = True
+                        prompt = True
                         self._apply_one(db, partition, offset, record, effects, self._lease_states)
                 if leases is not None:
                     leases.write()
@@ -415,20 +439,41 @@ class KeyStore:
                 db.executemany(
                     "INSERT OR REPLACE INTO offsets (partition, next_offset) VALUES (?, ?)", next_offsets.items()
                 )
-                db.execute("COMMIT")
+                db.execute("RELEASE apply")
                 untracked(self._lease_states)  # key ids and counts: no reference cycle for the collector to walk
                 for partition, offset in slots:  # in partition order, after every slot applied before
                     known = self._slots.setdefault(partition, [])
                     if not known or known[-1] < offset:
                         known.append(offset)
             except BaseException:
-                db.execute("ROLLBACK")
+                db.execute("ROLLBACK TO apply")
+                db.execute("RELEASE apply")
                 self._lease_states.clear()  # it may name keys whose changes were just undone
                 raise
-        if len(records) >= _TRIM_AFTER_RECORDS and time.monotonic() - self._trimmed >= _TRIM_INTERVAL_S:
+            self._open_records += len(records)
+            if prompt or self._open_records >= _COMMIT_RECORDS:
+                self.commit()
+            else:
+                self.commit_if_due()
+        return effects
+
+    def commit_if_due(self) -> None:
+        """Commit the applies' open transaction once it is :data:`_COMMIT_AFTER_S` old."""
+        with self._lock:
+            if self._open_since is not None and time.monotonic() - self._open_since >= _COMMIT_AFTER_S:
+                self.commit()
+
+    def commit(self) -> None:
+        """Commit the applies' open transaction, if there is one (and give a large one's heap back)."""
+        with self._lock:
+            if self._open_since is None:
+                return
+            self._db.execute("COMMIT")
+            self._open_since = None
+            records, self._open_records = self._open_records, 0
+        if records >= _TRIM_AFTER_RECORDS and time.monotonic() - self._trimmed >= _TRIM_INTERVAL_S:
             release_free_heap()
             self._trimmed = time.monotonic()
-        return effects
 
     @staticmethod
     def _apply_one(
@@ -650,6 +695,7 @@ class KeyStore:
         with self._lock:
             if self._closed:
                 return
+            self.commit()
             self._closed = True
             self._db.close()
         if self._dir is not None:
