@@ -139,7 +139,7 @@ _TRIM_INTERVAL_S: Final = 1.0
 #: Applies share one transaction until it holds this many records or is this old (or an apply holds anything
 #: but keys, leases and slots: see :meth:`KeyStore.apply`). A commit writes every page the transaction changed,
 #: and new keys land on random pages of two indexes: a writer's read-back of a few hundred keys at a time,
-#: committed each time, wrote about a page per key (33 µs a key against 13 in transactions of 20,000;
+#: committed each time, wrote about a page per key (20–22 µs a key against 11–13 in transactions of 20,000;
 #: docs/benchmarks.md). The same bound as a catch-up's fetch, so the in-memory journal stays as large as before.
 _COMMIT_RECORDS: Final = 20_000
 _COMMIT_AFTER_S: Final = 0.5
@@ -348,7 +348,7 @@ class KeyStore:
     def reset(self) -> None:
         """Forget everything (the keys topic was recreated): the next read starts from the beginning."""
         with self._lock:
-            self.commit()
+            self._commit()
             self._clear(self._db)
             self._any_marker = False
             self._lease_states.clear()
@@ -451,26 +451,36 @@ class KeyStore:
                 self._lease_states.clear()  # it may name keys whose changes were just undone
                 raise
             self._open_records += len(records)
-            if prompt or self._open_records >= _COMMIT_RECORDS:
-                self.commit()
-            else:
-                self.commit_if_due()
+            committed = self._commit() if prompt or self._open_records >= _COMMIT_RECORDS else self._commit_if_due()
+        self._release_heap_after(committed)
         return effects
 
     def commit_if_due(self) -> None:
         """Commit the applies' open transaction once it is :data:`_COMMIT_AFTER_S` old."""
-        with self._lock:
-            if self._open_since is not None and time.monotonic() - self._open_since >= _COMMIT_AFTER_S:
-                self.commit()
+        self._release_heap_after(self._commit_if_due())
 
     def commit(self) -> None:
-        """Commit the applies' open transaction, if there is one (and give a large one's heap back)."""
+        """Commit the applies' open transaction, if there is one."""
+        self._release_heap_after(self._commit())
+
+    def _commit_if_due(self) -> int:
+        with self._lock:
+            if self._open_since is not None and time.monotonic() - self._open_since >= _COMMIT_AFTER_S:
+                return self._commit()
+            return 0
+
+    def _commit(self) -> int:
+        """Commit the open transaction; how many records it held (0: none was open)."""
         with self._lock:
             if self._open_since is None:
-                return
+                return 0
             self._db.execute("COMMIT")
             self._open_since = None
             records, self._open_records = self._open_records, 0
+            return records
+
+    def _release_heap_after(self, records: int) -> None:
+        """After a large transaction, give the journal's freed heap back to the OS (outside the lock)."""
         if records >= _TRIM_AFTER_RECORDS and time.monotonic() - self._trimmed >= _TRIM_INTERVAL_S:
             release_free_heap()
             self._trimmed = time.monotonic()
@@ -695,7 +705,7 @@ class KeyStore:
         with self._lock:
             if self._closed:
                 return
-            self.commit()
+            self._commit()
             self._closed = True
             self._db.close()
         if self._dir is not None:
