@@ -288,9 +288,7 @@ class KeyStore:
         #: new keys and batches of subject states need no marker lookup. Set before a marker is applied.
         self._any_marker = self._db.execute("SELECT 1 FROM markers LIMIT 1").fetchone() is not None
         #: partition → offsets of its seal slots, ascending (a few per writer start: kept in memory)
-        self._slots: dict[int, list[int]] = {}
-        for partition, offset in self._db.execute("SELECT partition, offset FROM seal_slots ORDER BY 1, 2"):
-            self._slots.setdefault(partition, []).append(offset)
+        self._slots = self._stored_slots()
         self._closed = False
 
     # ------------------------------------------------------------------ opening
@@ -339,6 +337,12 @@ class KeyStore:
             with contextlib.suppress(OSError):
                 os.chmod(self.path, 0o600)
         return db
+
+    def _stored_slots(self) -> dict[int, list[int]]:
+        slots: dict[int, list[int]] = {}
+        for partition, offset in self._db.execute("SELECT partition, offset FROM seal_slots ORDER BY 1, 2"):
+            slots.setdefault(partition, []).append(offset)
+        return slots
 
     def _wipe_file(self) -> None:
         for suffix in ("", "-journal", "-wal", "-shm"):
@@ -446,9 +450,12 @@ class KeyStore:
                     if not known or known[-1] < offset:
                         known.append(offset)
             except BaseException:
-                db.execute("ROLLBACK TO apply")
-                db.execute("RELEASE apply")
                 self._lease_states.clear()  # it may name keys whose changes were just undone
+                if db.in_transaction:
+                    db.execute("ROLLBACK TO apply")
+                    db.execute("RELEASE apply")
+                else:  # SQLite rolled the whole transaction back itself (disk full, I/O error): so are the
+                    self._transaction_lost()  # applies before this one; the error says why
                 raise
             self._open_records += len(records)
             committed = self._commit() if prompt or self._open_records >= _COMMIT_RECORDS else self._commit_if_due()
@@ -474,10 +481,24 @@ class KeyStore:
         with self._lock:
             if self._open_since is None:
                 return 0
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except BaseException:
+                if not self._db.in_transaction:
+                    self._transaction_lost()
+                raise
             self._open_since = None
             records, self._open_records = self._open_records, 0
             return records
+
+    def _transaction_lost(self) -> None:
+        """SQLite rolled the open transaction back on an error (``SQLITE_FULL``, ``SQLITE_IOERR``): every apply
+        since the last commit is undone, offsets included. The next apply begins a new transaction; the reader,
+        which saw the error, stops (the table fails closed) and a new one resumes from what the file holds."""
+        self._open_since = None
+        self._open_records = 0
+        self._lease_states.clear()
+        self._slots = self._stored_slots()
 
     def _release_heap_after(self, records: int) -> None:
         """After a large transaction, give the journal's freed heap back to the OS (outside the lock)."""

@@ -240,3 +240,20 @@ def test_closing_commits_what_is_open(tmp_path: Path) -> None:
         assert [k.subject for k in again.live_keys("b")] == ["b"]
     finally:
         again.close()
+
+
+def test_a_transaction_sqlite_rolled_back_itself_is_reported_and_the_store_goes_on(store: KeyStore) -> None:
+    """Disk full (or an I/O error) makes SQLite roll the whole transaction back: the error is the one raised,
+    the applies before it are gone with their offsets, and the next apply starts a transaction of its own."""
+    apply(store, (0, key("a", 1)))
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count={pages + 2}")
+    many = [(1 + i, SubjectKeyRecord(f"s{i}", i_to(i + 100), WK, os.urandom(60), 1, "local:kek")) for i in range(2000)]
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        apply(store, *many)
+    assert store.next_offsets() == {}  # what the file holds: nothing was committed yet
+    assert store.live_keys("a") == []
+    store._db.execute("PRAGMA max_page_count=1073741823")
+    apply(store, (0, key("a", 1)), (1, key("b", 2)))
+    store.commit()
+    assert on_disk(store) == (2, {0: 2})
