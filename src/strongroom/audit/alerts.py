@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import wait_until_writable
 from strongroom.kafka.transport import new_admin, new_producer
 from strongroom.runtime import iso_utc, now_ms
 
@@ -158,12 +159,7 @@ class KafkaSink:
         except Exception as exc:
             if "already exists" not in str(exc).lower():
                 raise
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            tmd = admin.list_topics(self.topic, timeout=5).topics.get(self.topic)
-            if tmd is not None and tmd.partitions and all(p.leader >= 0 for p in tmd.partitions.values()):
-                return
-            time.sleep(0.1)
+        wait_until_writable(admin, self.topic, timeout=30)
 
     def emit(self, alerts: Sequence[Alert]) -> None:
         for alert in alerts:

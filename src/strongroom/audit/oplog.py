@@ -26,6 +26,7 @@ from typing import Any
 
 from strongroom.audit.errors import OperationsLogError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import wait_until_writable
 from strongroom.kafka.transport import error_code, new_admin, new_consumer, new_producer, watermarks
 from strongroom.runtime import iso_utc, now_ms, operator_name
 
@@ -203,18 +204,8 @@ class OperationsLog:
             raise OperationsLogError(f"cannot reach Kafka at {self.client.bootstrap_servers}: {exc}") from exc
 
     def _wait_for_leader(self, admin: Any) -> None:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            tmd = admin.list_topics(self.topic, timeout=5).topics.get(self.topic)
-            if (
-                tmd is not None
-                and tmd.error is None
-                and tmd.partitions
-                and all(p.leader >= 0 for p in tmd.partitions.values())
-            ):
-                return
-            time.sleep(0.1)
-        raise OperationsLogError(f"the operations topic {self.topic!r} has no leader after {self.timeout:.0f}s")
+        if not wait_until_writable(admin, self.topic, timeout=self.timeout):
+            raise OperationsLogError(f"the operations topic {self.topic!r} has no leader after {self.timeout:.0f}s")
 
     # ------------------------------------------------------------------ write
     def record(self, operation: Operation) -> Operation:

@@ -17,11 +17,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from strongroom.errors import ConfigError, KafkaError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import new_admin
+from strongroom.kafka.transport import error_code, new_admin
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class TopicLimits:
         except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS from a concurrent creator is fine
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise KafkaError(f"cannot create topic {topic!r}: {exc}", hint="create it by hand") from None
+        wait_until_writable(self.admin, topic, timeout=self.timeout)
 
     def _topic_max_message_bytes(self, topic: str) -> int:
         resource = ConfigResource("topic", topic)
@@ -166,6 +169,7 @@ def create_topics(
         try:
             futures[topic].result(timeout * 2)
             outcome[topic] = "created"
+            wait_until_writable(admin, topic, timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, the rest one clear error
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise KafkaError(
@@ -175,3 +179,41 @@ def create_topics(
                 ) from None
             outcome[topic] = "exists"
     return outcome
+
+
+def wait_until_writable(admin: AdminClient, topic: str, *, timeout: float = 30.0) -> bool:
+    """Wait until every partition of ``topic`` (just created) answers from its leader; False if some still
+    do not after ``timeout`` (logged: writes to them wait in the producer, as for any unavailable leader).
+
+    The metadata names a new partition's leader a moment before that broker hosts it. A write sent in
+    between fails with ``NOT_LEADER_OR_FOLLOWER`` and is retried, while a write sent after it may reach the
+    broker first and be taken (a broker accepts any sequence number from a producer it has not seen on the
+    partition): the first records of a new topic could land out of order. A leader answers ``ListOffsets``
+    for a partition only once it hosts it, so that is what this asks, not the metadata.
+    """
+    deadline = time.monotonic() + timeout
+    waiting: list[TopicPartition] = []
+    while True:
+        if not waiting:  # the partitions, once the metadata has the topic
+            found = admin.list_topics(topic, timeout=min(5.0, timeout)).topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                waiting = [TopicPartition(topic, p) for p in sorted(found.partitions)]
+        if waiting:
+            latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            futures = admin.list_offsets({tp: latest for tp in waiting}, request_timeout=5)
+            unanswered = []
+            for tp, future in futures.items():
+                try:
+                    future.result(10)
+                except KafkaException as exc:
+                    if error_code(exc) == RdKafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        return True  # this principal may write but not ask: its producer retries as usual
+                    unanswered.append(tp)
+            if not unanswered:
+                return True
+            waiting = unanswered
+        if time.monotonic() >= deadline:
+            partitions = ", ".join(str(tp.partition) for tp in waiting) or "all"
+            log.warning("topic %s: partitions %s have no leader that answers after %.0fs", topic, partitions, timeout)
+            return False
+        time.sleep(0.05)

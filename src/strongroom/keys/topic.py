@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 
 from strongroom.errors import KafkaError, StrongroomError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import wait_until_writable
 from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
@@ -96,12 +97,7 @@ def _create_topic(
         if isinstance(error, RdKafkaError) and error.code() == RdKafkaError.TOPIC_ALREADY_EXISTS:
             return False, rf
         raise KafkaError(f"could not create topic {topic!r}: {error}", hint="check the ACLs and settings") from None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # metadata propagates to every broker a moment later
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and all(p.leader >= 0 for p in md.partitions.values()):
-            break
-        time.sleep(0.1)
+    wait_until_writable(admin, topic, timeout=timeout)
     return True, rf
 
 

@@ -282,17 +282,16 @@ class KafkaCluster:
         return name
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        from strongroom.kafka.topics import wait_until_writable
+
         admin = self.admin()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             md = admin.list_topics(topic, timeout=5).topics.get(topic)
-            if (
-                md is not None
-                and md.error is None
-                and len(md.partitions) == partitions
-                and all(p.leader >= 0 for p in md.partitions.values())
-            ):
-                return
+            if md is not None and md.error is None and len(md.partitions) == partitions:
+                if wait_until_writable(admin, topic, timeout=max(0.0, deadline - time.monotonic())):
+                    return
+                break
             time.sleep(0.1)
         raise StackError(f"topic {topic!r} has partitions without a leader after {timeout:.0f}s")
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from strongroom.errors import PipelineError
 from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.topics import wait_until_writable
 from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
 from strongroom.spark.jobs.results import PendingStats
 
@@ -118,6 +119,7 @@ class PendingBuffer:
         except Exception as exc:  # noqa: BLE001
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise PipelineError(f"cannot create the pending topic {self.topic!r}: {exc}") from None
+        wait_until_writable(admin, self.topic)
 
     def _consumer(self) -> Any:
 
