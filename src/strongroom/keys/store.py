@@ -450,10 +450,10 @@ class KeyStore:
                     if not known or known[-1] < offset:
                         known.append(offset)
             except BaseException:
-                self._lease_states.clear()  # it may name keys whose changes were just undone
                 if db.in_transaction:
                     db.execute("ROLLBACK TO apply")
                     db.execute("RELEASE apply")
+                    self._lease_states.clear()  # it may name keys whose changes were just undone
                 else:  # SQLite rolled the whole transaction back itself (disk full, I/O error): so are the
                     self._transaction_lost()  # applies before this one; the error says why
                 raise
