@@ -11,9 +11,11 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import create_topics, wait_until_writable
+from strongroom.kafka.topics import create_topics, ensure_topic, wait_until_writable
 from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer
+from strongroom.keys.topic import effective_topic_config
 from strongroom.testing.kafka_cluster import KafkaCluster
 
 
@@ -73,3 +75,37 @@ def test_waiting_for_a_topic_that_never_appears_gives_up_and_says_so(
         assert wait_until_writable(admin, topic, timeout=1.0) is False
     assert 1.0 <= time.monotonic() - started < 15
     assert f"topic {topic}: partitions all have no leader that answers after 1s" in caplog.text
+
+
+def test_strongrooms_own_topics_are_created_once_replicated_and_writable(
+    kafka_cluster3: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    """The keys, operations-log, alerts and pending topics go through ``ensure_topic``: replication min(3,
+    brokers), ``min.insync.replicas`` one less unless the topic's config sets it, an existing topic left
+    alone, and a topic the cluster refuses named in the error."""
+    admin = new_admin(ClientConfig(kafka_cluster3.bootstrap_servers, extra={"log_level": 0}))
+    topic = unique_name("own")
+    ensured = ensure_topic(admin, topic, partitions=2, config={"retention.ms": "-1"})
+    assert (ensured.created, ensured.replication_factor, ensured.writable) == (True, 3, True)
+    config = effective_topic_config(admin, topic)
+    assert (config["min.insync.replicas"], config["retention.ms"]) == ("2", "-1")
+    replicas = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    assert sorted(len(p.replicas) for p in replicas.values()) == [3, 3]
+
+    again = ensure_topic(admin, topic, partitions=6, config={"retention.ms": "1000", "min.insync.replicas": "1"})
+    assert again.created is False
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 2
+    assert effective_topic_config(admin, topic)["retention.ms"] == "-1"
+    assert effective_topic_config(admin, topic)["min.insync.replicas"] == "2"
+
+    two = unique_name("own-two")
+    assert ensure_topic(admin, two, replication_factor=2).replication_factor == 2
+    assert effective_topic_config(admin, two)["min.insync.replicas"] == "1"
+    overridden = unique_name("own-override")
+    ensure_topic(admin, overridden, config={"min.insync.replicas": "1"})
+    assert effective_topic_config(admin, overridden)["min.insync.replicas"] == "1"
+
+    refused = unique_name("own-refused")
+    with pytest.raises(KafkaError, match=f"cannot create topic '{refused}'"):
+        ensure_topic(admin, refused, replication_factor=5)
+    assert refused not in admin.list_topics(timeout=10).topics

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import wait_until_writable
+from strongroom.kafka.topics import ensure_topic
 from strongroom.kafka.transport import new_admin, new_producer
 from strongroom.runtime import iso_utc, now_ms
 
@@ -142,24 +142,8 @@ class KafkaSink:
 
         self.topic = topic
         self.client = client
-        self._ensure_topic()
+        ensure_topic(new_admin(client), topic)
         self.producer = new_producer(client, {"linger.ms": 0})
-
-    def _ensure_topic(self) -> None:
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        admin = new_admin(self.client)
-        md = admin.list_topics(timeout=15)
-        if self.topic in md.topics:
-            return
-        rf = max(1, min(3, len(md.brokers)))
-        futures = admin.create_topics([NewTopic(self.topic, 1, rf)], operation_timeout=15)
-        try:
-            futures[self.topic].result(30)
-        except Exception as exc:
-            if "already exists" not in str(exc).lower():
-                raise
-        wait_until_writable(admin, self.topic, timeout=30)
 
     def emit(self, alerts: Sequence[Alert]) -> None:
         for alert in alerts:

@@ -6,7 +6,7 @@ watcher) treats a log-start-offset advance as justified only by retention, compa
 here; ``strongroom recover apply`` and ``strongroom audit justify`` write entries.
 
 Storage is a Kafka topic (``strongroom-operations``) so every machine sees the same history: one
-partition (a total order), replication factor min(3, brokers), ``min.insync.replicas`` min(2, RF),
+partition (a total order), replication factor min(3, brokers), ``min.insync.replicas`` one less (at least 1),
 infinite retention (``retention.ms=-1``, ``retention.bytes=-1``), ``cleanup.policy=delete`` (never
 compacted: history is not overwritten). Records: key = affected topic (UTF-8, empty for
 cluster-wide operations), value = JSON of :class:`Operation` (schema in docs/audit.md), written by an
@@ -25,12 +25,15 @@ from datetime import datetime
 from typing import Any
 
 from strongroom.audit.errors import OperationsLogError
+from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import wait_until_writable
-from strongroom.kafka.transport import error_code, new_admin, new_consumer, new_producer, watermarks
+from strongroom.kafka.topics import ensure_topic
+from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
 from strongroom.runtime import iso_utc, now_ms, operator_name
 
 OPERATIONS_TOPIC = "strongroom-operations"
+#: Kept for ever: the log is the evidence that a log-start move or an offset reset was deliberate.
+OPERATIONS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
 SCHEMA_VERSION = 1
 
 # Known operation kinds. Other kebab-case kinds are accepted (and shown) but justify nothing.
@@ -170,29 +173,18 @@ class OperationsLog:
         """Create the topic on first use (RF min(3, brokers), infinite retention, delete policy)."""
         if self._ensured:
             return
-        from confluent_kafka import KafkaError as CKafkaError
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        admin = new_admin(self.client)
         try:
-            md = admin.list_topics(timeout=min(15.0, self.timeout))
-        except Exception as exc:
-            raise OperationsLogError(f"cannot reach Kafka at {self.client.bootstrap_servers}: {exc}") from exc
-        if self.topic not in md.topics:
-            rf = max(1, min(3, len(md.brokers)))
-            config = {
-                "retention.ms": "-1",
-                "retention.bytes": "-1",
-                "cleanup.policy": "delete",
-                "min.insync.replicas": str(min(2, rf)),
-            }
-            futures = admin.create_topics([NewTopic(self.topic, 1, rf, config=config)], operation_timeout=15)
-            try:
-                futures[self.topic].result(self.timeout)
-            except Exception as exc:
-                if error_code(exc) != CKafkaError.TOPIC_ALREADY_EXISTS:
-                    raise OperationsLogError(f"cannot create the operations topic {self.topic!r}: {exc}") from exc
-            self._wait_for_leader(admin)
+            ensured = ensure_topic(
+                new_admin(self.client),
+                self.topic,
+                config=OPERATIONS_TOPIC_CONFIG,
+                timeout=self.timeout,
+            )
+        except KafkaError as exc:
+            where = f"the operations log, at {self.client.bootstrap_servers}"
+            raise OperationsLogError(f"{exc.problem} ({where})") from None
+        if not ensured.writable:
+            raise OperationsLogError(f"the operations topic {self.topic!r} has no leader after {self.timeout:.0f}s")
         self._ensured = True
 
     def exists(self) -> bool:
@@ -202,10 +194,6 @@ class OperationsLog:
             return self.topic in admin.list_topics(timeout=min(15.0, self.timeout)).topics
         except Exception as exc:
             raise OperationsLogError(f"cannot reach Kafka at {self.client.bootstrap_servers}: {exc}") from exc
-
-    def _wait_for_leader(self, admin: Any) -> None:
-        if not wait_until_writable(admin, self.topic, timeout=self.timeout):
-            raise OperationsLogError(f"the operations topic {self.topic!r} has no leader after {self.timeout:.0f}s")
 
     # ------------------------------------------------------------------ write
     def record(self, operation: Operation) -> Operation:

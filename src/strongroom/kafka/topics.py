@@ -15,6 +15,7 @@ import shlex
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from confluent_kafka import KafkaError as RdKafkaError
@@ -179,6 +180,60 @@ def create_topics(
                 ) from None
             outcome[topic] = "exists"
     return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class EnsuredTopic:
+    """What :func:`ensure_topic` found or did."""
+
+    created: bool
+    #: The replication factor a created topic got (the one it would have got, for a topic that existed).
+    replication_factor: int
+    #: Every partition's leader answered (False: writes wait in the producer, as for any unavailable leader).
+    writable: bool
+
+
+def ensure_topic(
+    admin: AdminClient,
+    topic: str,
+    *,
+    partitions: int = 1,
+    replication_factor: int | None = None,
+    config: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> EnsuredTopic:
+    """Create one of strongroom's own topics (keys, operations log, alerts, pending records) when the cluster
+    lacks it, and return once it is writable. An existing topic is left as it is.
+
+    Replication factor ``replication_factor``, or min(3, brokers); ``min.insync.replicas`` one less (at
+    least 1) unless ``config`` sets it: the doctor's rule, so one broker down neither stops the writes nor
+    leaves an acknowledged write on one broker (3 replicas). A concurrent creator that wins is fine.
+    :class:`~strongroom.errors.KafkaError` naming the topic when the cluster cannot be read or refuses it.
+    """
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaError(f"cannot read the topics of the Kafka cluster: {exc.args[0]}") from None
+    rf = replication_factor or max(1, min(3, len(metadata.brokers)))
+    found = metadata.topics.get(topic)
+    if found is not None and found.error is None:
+        return EnsuredTopic(created=False, replication_factor=rf, writable=True)
+    settings = {"min.insync.replicas": str(max(1, rf - 1)), **(config or {})}
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=rf, config=settings)], operation_timeout=timeout
+    )[topic]
+    created = True
+    try:
+        future.result(timeout * 2)
+    except KafkaException as exc:
+        if error_code(exc) != RdKafkaError.TOPIC_ALREADY_EXISTS:
+            raise KafkaError(
+                f"cannot create topic {topic!r}: {exc.args[0]}",
+                hint="check that this client may create topics, and the replication factor against the brokers",
+            ) from None
+        created = False  # a concurrent creator was first
+    writable = wait_until_writable(admin, topic, timeout=timeout)
+    return EnsuredTopic(created=created, replication_factor=rf, writable=writable)
 
 
 def wait_until_writable(admin: AdminClient, topic: str, *, timeout: float = 30.0) -> bool:

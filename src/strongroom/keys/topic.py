@@ -16,11 +16,11 @@ from typing import Any, Final, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 
 from strongroom.errors import KafkaError, StrongroomError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import wait_until_writable
+from strongroom.kafka.topics import ensure_topic
 from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
@@ -58,13 +58,6 @@ def topic_partitions(admin: AdminClient, topic: str, timeout: float = 15.0) -> i
     return len(md.partitions)
 
 
-def broker_count(admin: AdminClient, timeout: float = 15.0) -> int:
-    try:
-        return len(admin.list_topics(timeout=timeout).brokers)
-    except KafkaException as exc:
-        raise KafkaError(f"cannot reach the Kafka cluster: {exc.args[0]}") from None
-
-
 def effective_topic_config(admin: AdminClient, topic: str, timeout: float = 15.0) -> dict[str, str]:
     """The topic's effective configuration (topic overrides merged over broker defaults)."""
     resource = ConfigResource("topic", topic)
@@ -73,32 +66,6 @@ def effective_topic_config(admin: AdminClient, topic: str, timeout: float = 15.0
     except KafkaException as exc:
         raise KafkaError(f"cannot describe the configuration of topic {topic!r}: {exc.args[0]}") from None
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
-
-
-def _create_topic(
-    admin: AdminClient,
-    topic: str,
-    partitions: int,
-    replication_factor: int | None,
-    config: Mapping[str, str],
-    timeout: float,
-) -> tuple[bool, int]:
-    brokers = broker_count(admin, timeout)
-    rf = replication_factor or min(3, brokers)
-    full = {"min.insync.replicas": str(max(1, rf - 1)), **config}
-    future = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=rf, config=full)],
-        operation_timeout=timeout,
-    )[topic]
-    try:
-        future.result(timeout)
-    except KafkaException as exc:
-        error = exc.args[0]
-        if isinstance(error, RdKafkaError) and error.code() == RdKafkaError.TOPIC_ALREADY_EXISTS:
-            return False, rf
-        raise KafkaError(f"could not create topic {topic!r}: {error}", hint="check the ACLs and settings") from None
-    wait_until_writable(admin, topic, timeout=timeout)
-    return True, rf
 
 
 def create_keys_topic(
@@ -117,18 +84,25 @@ def create_keys_topic(
     """
     admin = admin_client(client)
     config = {**KEYS_TOPIC_CONFIG, **{k: str(v) for k, v in (config_overrides or {}).items()}}
-    created, rf = _create_topic(admin, topic, partitions, replication_factor, config, timeout)
+    ensured = ensure_topic(
+        admin, topic, partitions=partitions, replication_factor=replication_factor, config=config, timeout=timeout
+    )
     actual = topic_partitions(admin, topic)
-    if created:
+    if ensured.created:
         with KeysWriter(client, topic) as writer:
             writer.write([(0, LayoutRecord(actual, now_ms()))], error=KafkaError, timeout=timeout)
-    return {"topic": topic, "created": created, "partitions": actual, "replication_factor": rf, "config": config}
+    return {
+        "topic": topic,
+        "created": ensured.created,
+        "partitions": actual,
+        "replication_factor": ensured.replication_factor,
+        "config": config,
+    }
 
 
 def create_readers_topic(client: ClientConfig, topic: str, timeout: float = 30.0) -> bool:
     """Create the (compacted, one-partition) key-readers registry topic if it does not exist."""
-    created, _ = _create_topic(admin_client(client), topic, 1, None, READERS_TOPIC_CONFIG, timeout)
-    return created
+    return ensure_topic(admin_client(client), topic, config=READERS_TOPIC_CONFIG, timeout=timeout).created
 
 
 class KeysWriter:

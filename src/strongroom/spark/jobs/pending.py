@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from strongroom.errors import PipelineError
+from strongroom.errors import KafkaError, PipelineError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.topics import wait_until_writable
+from strongroom.kafka.topics import ensure_topic
 from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
 from strongroom.spark.jobs.results import PendingStats
 
@@ -106,20 +106,10 @@ class PendingBuffer:
 
     # ------------------------------------------------------------------ reading the buffer
     def _ensure_topic(self) -> None:
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        admin = new_admin(self.client)
-        metadata = admin.list_topics(timeout=30)
-        if self.topic in metadata.topics:
-            return
-        rf = min(3, len(metadata.brokers))
-        new = NewTopic(self.topic, num_partitions=1, replication_factor=rf, config=PENDING_TOPIC_CONFIG)
         try:
-            admin.create_topics([new])[self.topic].result(60)
-        except Exception as exc:  # noqa: BLE001
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise PipelineError(f"cannot create the pending topic {self.topic!r}: {exc}") from None
-        wait_until_writable(admin, self.topic)
+            ensure_topic(new_admin(self.client), self.topic, config=PENDING_TOPIC_CONFIG)
+        except KafkaError as exc:
+            raise PipelineError(f"cannot create the pending topic {self.topic!r}: {exc.problem}") from None
 
     def _consumer(self) -> Any:
 
