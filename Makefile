@@ -91,14 +91,15 @@ system-deps:
 demo: install
 	$(BIN)/strongroom demo
 
+# The slowest tests are listed at the end of every full run: where the next saving of CI's time is.
 test: install system-deps check
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 test-unit: $(DEPS_STAMP) $(NATIVE)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 test-integration: install
-	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+	$(BIN)/pytest -m integration --durations=25 $(PYTEST_ARGS)
 
 check: lint typecheck
 
