@@ -37,3 +37,16 @@ def test_read_properties_file(tmp_path: Path) -> None:
         "sasl.mechanism": "PLAIN",
         "empty": "",
     }
+
+
+def test_an_error_reads_as_librdkafka_says_it_without_its_wrapper() -> None:
+    from confluent_kafka import KafkaError as RdKafkaError
+    from confluent_kafka import KafkaException
+
+    from strongroom.kafka.transport import error_code, error_text
+
+    carried = KafkaException(RdKafkaError(RdKafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport"))
+    assert error_text(carried) == "Failed to get metadata: Local: Broker transport"
+    assert error_code(carried) == RdKafkaError._TRANSPORT
+    assert error_text(TimeoutError("no answer")) == "no answer"
+    assert error_code(TimeoutError("no answer")) is None

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetS
 
 from strongroom.errors import ConfigError, KafkaError
 from strongroom.kafka.config import ClientConfig
-from strongroom.kafka.transport import error_code, new_admin
+from strongroom.kafka.transport import error_code, error_text, new_admin
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def ensure_topic(
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise KafkaError(f"cannot read the topics of the Kafka cluster: {exc.args[0]}") from None
+        raise KafkaError(f"cannot read the topics of the Kafka cluster: {error_text(exc)}") from None
     rf = replication_factor or max(1, min(3, len(metadata.brokers)))
     found = metadata.topics.get(topic)
     if found is not None and found.error is None:
@@ -228,7 +228,7 @@ def ensure_topic(
     except KafkaException as exc:
         if error_code(exc) != RdKafkaError.TOPIC_ALREADY_EXISTS:
             raise KafkaError(
-                f"cannot create topic {topic!r}: {exc.args[0]}",
+                f"cannot create topic {topic!r}: {error_text(exc)}",
                 hint="check that this client may create topics, and the replication factor against the brokers",
             ) from None
         created = False  # a concurrent creator was first

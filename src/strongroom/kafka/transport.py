@@ -76,6 +76,13 @@ def rdkafka_error(exc: BaseException) -> Any:
     return exc.args[0] if exc.args else exc
 
 
+def error_text(exc: BaseException) -> str:
+    """The text of what a confluent-kafka exception carries (``Failed to get metadata: Local: Broker transport
+    failure``), without the ``KafkaError{code=...}`` wrapper."""
+    text = getattr(rdkafka_error(exc), "str", None)
+    return str(text()) if callable(text) else str(exc)
+
+
 def error_code(exc: BaseException) -> int | None:
     """The librdkafka error code a confluent-kafka exception carries; None when it carries none."""
     code = getattr(rdkafka_error(exc), "code", None)
