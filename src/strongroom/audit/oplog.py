@@ -28,7 +28,7 @@ from strongroom.audit.errors import OperationsLogError
 from strongroom.errors import KafkaError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import ensure_topic
-from strongroom.kafka.transport import new_admin, new_consumer, new_producer, watermarks
+from strongroom.kafka.transport import error_text, new_admin, new_consumer, new_producer, watermarks
 from strongroom.runtime import iso_utc, now_ms, operator_name
 
 OPERATIONS_TOPIC = "strongroom-operations"
@@ -192,8 +192,9 @@ class OperationsLog:
         admin = new_admin(self.client)
         try:
             return self.topic in admin.list_topics(timeout=min(15.0, self.timeout)).topics
-        except Exception as exc:
-            raise OperationsLogError(f"cannot reach Kafka at {self.client.bootstrap_servers}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: one clear error
+            where = self.client.bootstrap_servers
+            raise OperationsLogError(f"cannot reach Kafka at {where}: {error_text(exc)}") from None
 
     # ------------------------------------------------------------------ write
     def record(self, operation: Operation) -> Operation:

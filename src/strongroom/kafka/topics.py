@@ -101,13 +101,13 @@ class TopicLimits:
                 if "UNKNOWN_TOPIC_OR_PART" in str(exc) and time.monotonic() < deadline:
                     time.sleep(0.2)
                     continue
-                raise KafkaError(f"cannot read the configuration of topic {topic!r}: {exc}") from None
+                raise KafkaError(f"cannot read the configuration of topic {topic!r}: {error_text(exc)}") from None
 
     def _metadata(self) -> Any:
         try:
             return self.admin.list_topics(timeout=self.timeout)
         except Exception as exc:  # noqa: BLE001
-            raise KafkaError(f"cannot read cluster metadata: {exc}") from None
+            raise KafkaError(f"cannot read cluster metadata: {error_text(exc)}") from None
 
 
 class TopicMissing(KafkaError):
@@ -140,7 +140,7 @@ def require_topics(client: ClientConfig, topics: Iterable[str], *, timeout: floa
     try:
         metadata = new_admin(client).list_topics(timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - KafkaException or a timeout: one clear error
-        raise KafkaError(f"cannot read the topics of Kafka at {client.bootstrap_servers}: {exc}") from None
+        raise KafkaError(f"cannot read the topics of Kafka at {client.bootstrap_servers}: {error_text(exc)}") from None
     found = {name: info for name, info in metadata.topics.items() if info.error is None and info.partitions}
     missing = [topic for topic in wanted if topic not in found]
     if missing:

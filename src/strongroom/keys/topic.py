@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from strongroom.errors import KafkaError, StrongroomError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.topics import ensure_topic
-from strongroom.kafka.transport import consume_ready, new_admin, new_consumer, new_producer, watermarks
+from strongroom.kafka.transport import consume_ready, error_text, new_admin, new_consumer, new_producer, watermarks
 from strongroom.keys import records
 from strongroom.keys.errors import KeysTopicMissing, KeysTopicResized
 from strongroom.keys.murmur2 import partition_for, subject_partition
@@ -51,7 +51,7 @@ def topic_partitions(admin: AdminClient, topic: str, timeout: float = 15.0) -> i
     try:
         metadata = admin.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
-        raise KafkaError(f"cannot read metadata of topic {topic!r}: {exc.args[0]}") from None
+        raise KafkaError(f"cannot read metadata of topic {topic!r}: {error_text(exc)}") from None
     md = metadata.topics.get(topic)
     if md is None or md.error is not None or not md.partitions:
         raise KeysTopicMissing(f"topic {topic!r} does not exist")
@@ -64,7 +64,7 @@ def effective_topic_config(admin: AdminClient, topic: str, timeout: float = 15.0
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout)
     except KafkaException as exc:
-        raise KafkaError(f"cannot describe the configuration of topic {topic!r}: {exc.args[0]}") from None
+        raise KafkaError(f"cannot describe the configuration of topic {topic!r}: {error_text(exc)}") from None
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
