@@ -173,9 +173,12 @@ def create_topics(
             wait_until_writable(admin, topic, timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, the rest one clear error
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                local = (error_code(exc) or 0) < 0  # librdkafka's own: a timeout, no broker reachable
                 raise KafkaError(
-                    f"cannot create topic {topic!r} on Kafka at {client.bootstrap_servers}: {exc}",
-                    hint="check --partitions/--replication-factor against the cluster and that this client may "
+                    f"cannot create topic {topic!r} on Kafka at {client.bootstrap_servers}: {error_text(exc)}",
+                    hint="check --bootstrap-server and that the brokers are up"
+                    if local
+                    else "check --partitions/--replication-factor against the cluster and that this client may "
                     "create topics",
                 ) from None
             outcome[topic] = "exists"
