@@ -133,14 +133,14 @@ class _RangeRead:
     def _fetch(self) -> list[Any]:
         from confluent_kafka import KafkaException
 
-        from strongroom.kafka.transport import consume_ready
+        from strongroom.kafka.transport import consume_ready, error_text
 
         try:
             msgs: list[Any] = consume_ready(self.consumer, self.batch_size, 0.5)
             return msgs
         except KafkaException as exc:
             raise KafkaReadError(
-                f"reading {self.topic}[{self.partition}] at offset {self._position} failed: {exc}"
+                f"reading {self.topic}[{self.partition}] at offset {self._position} failed: {error_text(exc)}"
             ) from exc
 
     def _waited_out(self) -> bool:

@@ -153,7 +153,7 @@ def committed(
         found = consumer.committed(wanted, timeout=timeout)
     except KafkaException as exc:
         raise KafkaError(
-            f"cannot read the committed offsets of consumer group {group_id}: {exc}",
+            f"cannot read the committed offsets of consumer group {group_id}: {error_text(exc)}",
             hint="check that the brokers are reachable and this client may Describe the group",
         ) from None
     finally:
@@ -170,7 +170,7 @@ def commit(client: ClientConfig, group_id: str, offsets: Mapping[Partition, int]
         consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())], asynchronous=False)
     except KafkaException as exc:
         raise KafkaError(
-            f"cannot commit offsets for consumer group {group_id}: {exc}",
+            f"cannot commit offsets for consumer group {group_id}: {error_text(exc)}",
             hint="stop every member of the group first (kafka-consumer-groups --describe shows them)",
         ) from None
     finally:
