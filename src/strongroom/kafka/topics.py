@@ -228,7 +228,7 @@ def ensure_topic(
     created = True
     try:
         future.result(timeout * 2)
-    except KafkaException as exc:
+    except Exception as exc:  # noqa: BLE001 - KafkaException or the future's timeout: one clear error
         if error_code(exc) != RdKafkaError.TOPIC_ALREADY_EXISTS:
             raise KafkaError(
                 f"cannot create topic {topic!r}: {error_text(exc)}",
