@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from strongroom.envelope.ids import AadProfile
 from strongroom.errors import ConfigError
 from strongroom.policies import MissingKek, OnReject
-from strongroom.text import parse_secret_text
+from strongroom.text import parse_secret_text, problem_list
 
 TOPIC_PLACEHOLDER = "$(topic)"
 _DOTTED_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_\-]*)+$")
@@ -230,9 +230,7 @@ class EncryptionRules(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
-            )
+            problems = problem_list(exc.errors(include_input=False, include_url=False))
             raise ConfigError(f"invalid encryption rules in {source}: {problems}", hint="fix the rules") from None
 
     @classmethod

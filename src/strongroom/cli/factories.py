@@ -4,13 +4,13 @@ Kroxylicious in-memory test KMS, which has no settings form, is the one exceptio
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from strongroom.cli.common import RecordSourceOptions, load_kms_config
 from strongroom.errors import ConfigError
+from strongroom.text import parse_secret_text
 
 
 def check_format_options(source: RecordSourceOptions) -> None:
@@ -50,7 +50,7 @@ def build_kms(source: RecordSourceOptions) -> Any:
         if not source.kek_file:
             raise ConfigError("--kms inmemory needs --kek-file", hint='write {"<KEK uuid>": "<base64 key>"}')
         try:
-            keks = json.loads(Path(source.kek_file).read_text(encoding="utf-8"))
+            keks = parse_secret_text(Path(source.kek_file).read_text(encoding="utf-8"), yaml_syntax=False)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read --kek-file {source.kek_file!r}: {exc}") from None
         return RetryingKms(KroxyliciousInMemoryKms.from_json(keks, name=name or "inmemory"), **retry)

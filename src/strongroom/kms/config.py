@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from strongroom.kms.errors import KmsConfigError, KmsProviderMissing
+from strongroom.text import problem_list
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -33,10 +34,7 @@ def validate_config(model: type[ConfigT], values: Mapping[str, Any]) -> ConfigT:
     try:
         return model.model_validate(dict(values))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '(config)'}: {error['msg']}"
-            for error in exc.errors(include_input=False, include_url=False)
-        )
+        problems = problem_list(exc.errors(include_input=False, include_url=False))
         raise KmsConfigError(f"invalid {model.__name__}: {problems}") from None
 
 
