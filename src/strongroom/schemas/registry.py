@@ -185,7 +185,7 @@ class SchemaRegistry:
             return f"{type(reason).__name__}: {reason}"
         try:
             body = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise SchemaRegistryError(
                 f"schema registry {self.display_url} answered {what} with something that is not JSON",
                 hint="check that the URL points at the Confluent-compatible API (Apicurio: /apis/ccompat/v7)",
@@ -197,7 +197,7 @@ class SchemaRegistry:
     def _http_error(self, exc: urllib.error.HTTPError, what: str) -> str:
         try:
             detail = json.loads(exc.read() or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             detail = {}
         code = detail.get("error_code") if isinstance(detail, dict) else None
         if exc.code >= 500:

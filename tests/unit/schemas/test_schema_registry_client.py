@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import http.server
 import logging
+import threading
 
 import pytest
 from schema_kit import UNREACHABLE
 
-from strongroom.schemas.errors import RegistryUnavailable
+from strongroom.schemas.errors import RegistryUnavailable, SchemaRegistryError
 from strongroom.schemas.registry import RegisteredSchema, RegistrySettings, SchemaRegistry
 
 
@@ -60,3 +62,34 @@ def test_a_preloaded_schema_is_never_fetched() -> None:
 def test_settings_refuse_what_cannot_work(settings: dict[str, str], problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         RegistrySettings.model_validate(settings)
+
+
+class HostileRegistry(http.server.BaseHTTPRequestHandler):
+    """A server at the registry's URL answering every request with JSON nested a hundred thousand levels deep."""
+
+    def do_GET(self) -> None:
+        body = b"[" * 100_000 + b"]" * 100_000
+        self.send_response(200 if "/schemas/ids/1" in self.path else 422)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_answer_nested_too_deep_is_a_clear_registry_error_not_an_internal_one() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HostileRegistry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        registry = SchemaRegistry(f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(SchemaRegistryError, match="answered schema id 1 with something that is not JSON"):
+            registry.schema(1)
+        with pytest.raises(SchemaRegistryError, match=r"answered schema id 2 with HTTP 422"):
+            registry.schema(2)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
