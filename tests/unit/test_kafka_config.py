@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strongroom.kafka.config import ClientConfig, read_properties_file
+from strongroom.kafka.config import ClientConfig
+from strongroom.kafka.properties import read_properties_file
 from strongroom.kafka.transport import build_admin, build_consumer, build_producer
 
 
@@ -31,7 +32,7 @@ def test_resilient_values_and_precedence() -> None:
 
 def test_read_properties_file(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
-    path.write_text("# comment\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism: PLAIN\n\n! other\nempty\n")
+    path.write_text("# comment\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism: PLAIN\n\n! other\nempty=\n")
     assert read_properties_file(str(path)) == {
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "PLAIN",

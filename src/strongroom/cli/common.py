@@ -74,7 +74,8 @@ def kafka_options(fn: F) -> F:
 def client_config(bootstrap: str | None, command_config: str | None) -> ClientConfig:
     """The Kafka client settings of a command: the properties file's, with the bootstrap servers from the
     option (or the file)."""
-    from strongroom.kafka.config import ClientConfig, read_properties_file
+    from strongroom.kafka.config import ClientConfig
+    from strongroom.kafka.properties import read_properties_file
 
     extra: dict[str, Any] = {}
     if command_config:

@@ -13,7 +13,7 @@ from strongroom.doctor.errors import ClientConfigFileError, CommandConfigError
 from strongroom.doctor.model import Finding, Severity
 from strongroom.doctor.report import DoctorReport
 from strongroom.doctor.snapshot import ClusterSnapshot
-from strongroom.kafka.config import read_properties_file
+from strongroom.kafka.properties import PropertiesFileError, read_properties_file
 
 
 def check_snapshot(
@@ -96,6 +96,8 @@ def read_client_properties(path: str) -> dict[str, str]:
         raise ClientConfigFileError(f"client configuration file {path!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ClientConfigFileError(f"cannot read client configuration file {path!r}: {exc}") from None
+    except PropertiesFileError as exc:
+        raise ClientConfigFileError(exc.problem, hint=exc.hint) from None
 
 
 def check_client(

@@ -133,19 +133,3 @@ def produce_when_room(producer: Any, topic: str, **kwargs: Any) -> None:
             return
         except BufferError:
             producer.poll(0.05)
-
-
-def read_properties_file(path: str) -> dict[str, str]:
-    """Read a Java/librdkafka ``.properties`` file (``key=value``, ``#`` comments) as a dict."""
-    result: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for raw in fh:
-            line = raw.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if sep < 0:
-                result[line] = ""
-            else:
-                result[line[:sep].strip()] = line[sep + 1 :].strip()
-    return result
