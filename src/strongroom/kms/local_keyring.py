@@ -127,7 +127,7 @@ class KeyringFile:
                 data: KeyringData = document["data"]
                 return data
             return self._unseal(document)
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise KmsConfigError(f"keyring {self.path} is corrupt", hint="restore it from a backup") from None
 
     def _unseal(self, document: dict[str, Any]) -> KeyringData:
