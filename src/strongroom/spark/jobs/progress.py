@@ -84,8 +84,11 @@ def app_id_for(spark: SparkSession, checkpoint: str, kind: str, explicit: str | 
     """The pipeline's identity across restarts: explicit, else the one recorded in its checkpoint, else
     a new one derived from the checkpoint location (recorded there now)."""
     files = _CheckpointFiles(spark, checkpoint)
-    text = files.read(APP_FILE)
-    recorded = json.loads(text).get("app_id") if text else None
+    try:
+        text = files.read(APP_FILE)
+    except UnicodeDecodeError:
+        text = "\ufffd"  # not UTF-8: damaged, as recorded_app_id says
+    recorded = recorded_app_id(text, checkpoint, explicit)
     if explicit and recorded and explicit != recorded:
         raise PipelineError(
             f"the checkpoint {checkpoint} belongs to the pipeline with app id {recorded!r}, not {explicit!r}",
@@ -95,6 +98,26 @@ def app_id_for(spark: SparkSession, checkpoint: str, kind: str, explicit: str | 
     if recorded is None:
         files.write(json.dumps({"app_id": app_id, "kind": kind}), APP_FILE)
     return app_id
+
+
+def recorded_app_id(text: str | None, checkpoint: str, explicit: str | None) -> str | None:
+    """The app id the checkpoint's app file records (None: none recorded). A damaged file (a crash while it was
+    written) is refused unless the app id is given: guessing it would give the pipeline other transactional ids
+    and another offsets group, so nothing would fence the writer before the crash and records would repeat."""
+    if not text:
+        return None
+    try:
+        recorded = json.loads(text).get("app_id")
+        if isinstance(recorded, str) and recorded:
+            return recorded
+    except (ValueError, AttributeError, RecursionError):
+        pass
+    if explicit:
+        return None  # the given app id is recorded again
+    raise PipelineError(
+        f"the checkpoint {checkpoint} has a damaged {APP_FILE} (it no longer says which pipeline it belongs to)",
+        hint="pass the pipeline's --app-id (its transactional ids and offsets group are named after it)",
+    )
 
 
 @dataclass(frozen=True)
