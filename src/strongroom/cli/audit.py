@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 
 import click
 
-from strongroom.cli.common import client_config, kafka_options, spark_master_option, spark_session
+from strongroom.cli.common import (
+    FiniteFloatRange,
+    client_config,
+    kafka_options,
+    spark_master_option,
+    spark_session,
+)
 from strongroom.cli.output import Output
 from strongroom.text import table
 
@@ -85,9 +91,9 @@ _reader_option = click.option(
 @_ledger_option
 @click.option("--checkpoint", metavar="PATH", help="Spark checkpoint [default: <ledger>/checkpoint].")
 @click.option("--once", is_flag=True, help="Capture everything up to now, then stop.")
-@click.option("--trigger-seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--trigger-seconds", type=FiniteFloatRange(min=0.1), default=10.0, show_default=True,
               help="Micro-batch interval when running continuously.")  # fmt: skip
-@click.option("--duration", type=click.FloatRange(min=1), metavar="SECONDS", help="Stop after this many seconds.")
+@click.option("--duration", type=FiniteFloatRange(min=1), metavar="SECONDS", help="Stop after this many seconds.")
 @click.option("--starting-offsets", type=click.Choice(["earliest", "latest"]), default="earliest", show_default=True,
               help="Where a new capture starts (ignored when the checkpoint exists).")  # fmt: skip
 @_reader_option
@@ -279,7 +285,7 @@ def _scrub_text(s: dict[str, Any]) -> str:
 @click.option("--state", "state_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Previous observation [default: $STRONGROOM_HOME/audit/watch-<cluster>.json].")  # fmt: skip
 @click.option("--once", is_flag=True, help="Poll once (compared with the saved state), then exit.")
-@click.option("--duration", type=click.FloatRange(min=0), metavar="SECONDS", help="Stop after this many seconds.")
+@click.option("--duration", type=FiniteFloatRange(min=0), metavar="SECONDS", help="Stop after this many seconds.")
 @click.option("--min-severity", type=click.Choice(["info", "warning", "critical"]), default="info", show_default=True)
 @click.option("--check-erasures", is_flag=True,
               help="Also raise an erasure-overdue alert for each erasure past the deadline the keys topic's "

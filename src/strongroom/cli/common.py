@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,17 @@ if TYPE_CHECKING:
     from strongroom.kafka.config import ClientConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A number of seconds (or other float) in a range, and finite: click's own range lets ``nan`` through any
+    bounds (no comparison with it is true) and ``inf`` through a range without a maximum."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def apply_options(fn: F, options: list[Callable[[F], F]]) -> F:
@@ -231,7 +243,7 @@ def format_and_kms_options(fn: F) -> F:
                      help="strongroom keys topic, to follow per-subject keys to their KEKs (SUBJECT_KEY records)."),
         click.option("--kms-attempts", type=click.IntRange(1, 20), default=5, show_default=True,
                      help="Attempts per KMS call when the KMS is unavailable (exponential backoff with jitter)."),
-        click.option("--kms-deadline", type=click.FloatRange(0.1, 600), default=30.0, show_default=True,
+        click.option("--kms-deadline", type=FiniteFloatRange(0.1, 600), default=30.0, show_default=True,
                      help="Seconds to keep retrying one KMS call."),
     ]  # fmt: skip
     return grouped("source", RecordSourceOptions, options)(fn)

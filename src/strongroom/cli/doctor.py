@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from strongroom.cli.common import FiniteFloatRange
 from strongroom.cli.output import Output
 from strongroom.text import table
 
@@ -85,7 +86,7 @@ def _finish(ctx: click.Context, out: Output, report: Any) -> None:
     help="Use Amazon MSK's recommended limit for this broker size (e.g. kafka.m5.large).",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=1), default=15.0, show_default=True, help="Seconds per admin request."
+    "--timeout", type=FiniteFloatRange(min=1), default=15.0, show_default=True, help="Seconds per admin request."
 )
 @_fail_on_option()
 @_rule_options

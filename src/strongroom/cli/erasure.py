@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from strongroom.cli.common import client_config, keys_options, progress_to
+from strongroom.cli.common import FiniteFloatRange, client_config, keys_options, progress_to
 from strongroom.cli.output import Output
 from strongroom.policies import ErasureFailOn
 from strongroom.text import table
@@ -36,7 +36,7 @@ EXIT_PENDING = 4
 @click.option(
     "--wait",
     "wait_seconds",
-    type=click.FloatRange(0, 7 * 24 * 3600),
+    type=FiniteFloatRange(0, 7 * 24 * 3600),
     default=None,
     metavar="SECONDS",
     help="Then wait up to SECONDS for the erasure to be verified (exit 4 if still pending).",
@@ -119,7 +119,7 @@ def erasure() -> None:
 @click.option(
     "--wait",
     "wait_seconds",
-    type=click.FloatRange(0, 7 * 24 * 3600),
+    type=FiniteFloatRange(0, 7 * 24 * 3600),
     default=None,
     metavar="SECONDS",
     help="Poll until verified or SECONDS have passed.",

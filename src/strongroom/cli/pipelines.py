@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from strongroom.cli.common import (
+    FiniteFloatRange,
     client_config,
     default_state_dir,
     grouped,
@@ -239,7 +240,7 @@ pipeline_options = grouped(
         click.option("--continuous", is_flag=True, help="Keep running (micro-batches) until interrupted."),
         click.option(
             "--trigger-seconds",
-            type=click.FloatRange(0.1),
+            type=FiniteFloatRange(0.1),
             default=5.0,
             show_default=True,
             help="Micro-batch interval with --continuous.",
@@ -445,7 +446,7 @@ def encrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions,
 )
 @click.option(
     "--lost-kek-wait",
-    type=click.FloatRange(0),
+    type=FiniteFloatRange(0),
     default=300.0,
     show_default=True,
     metavar="SECONDS",
@@ -466,7 +467,7 @@ def encrypt(out: Output, /, rule_options: RuleOptions, options: PipelineOptions,
 )
 @click.option(
     "--pending-timeout",
-    type=click.FloatRange(1),
+    type=FiniteFloatRange(1),
     default=600.0,
     show_default=True,
     metavar="SECONDS",

@@ -26,6 +26,7 @@ from typing import Any
 import click
 
 from strongroom.cli.common import (
+    FiniteFloatRange,
     RecordSourceOptions,
     client_config,
     format_and_kms_options,
@@ -73,14 +74,14 @@ def recover() -> None:
 )
 @click.option(
     "--max-collateral-ratio",
-    type=click.FloatRange(0, 1000),
+    type=FiniteFloatRange(0, 1000),
     default=0.1,
     show_default=True,
     help="Scattered when the readable records below L exceed this share of the lost records.",
 )
 @click.option(
     "--probe-timeout",
-    type=click.FloatRange(1, 600),
+    type=FiniteFloatRange(1, 600),
     default=30.0,
     show_default=True,
     help="Seconds to wait for one round of probe fetches.",
