@@ -421,6 +421,7 @@ def justify(
     from strongroom.audit.kafka_state import ClusterState
     from strongroom.audit.oplog import DELETE_RECORDS, Operation, OperationsLog, PartitionChange
     from strongroom.errors import KafkaError
+    from strongroom.kafka.transport import error_text
 
     out: Output = ctx.obj
     client = client_config(bootstrap, command_config)
@@ -430,6 +431,16 @@ def justify(
     if unknown:
         raise click.BadParameter(f"{topic} has no partition {unknown[0]} (it has {len(md.partitions)})")
     starts = cluster.list_offsets([(topic, p) for p in partitions], "earliest")
+    ends = cluster.list_offsets([(topic, p) for p in partitions], "latest", committed=False)
+    for p in partitions:
+        end = ends.get((topic, p), (None, None))[0]
+        if end is None:
+            raise KafkaError(f"cannot read where {topic}[{p}] ends", hint="check that its leader is up, then retry")
+        if up_to_offset > end:
+            raise click.BadParameter(
+                f"--up-to-offset {up_to_offset} is beyond the end of {topic}[{p}] (offset {end}): Kafka deletes only "
+                "records that exist, and a justification beyond them would excuse the loss of records written later"
+            )
     op = Operation(
         kind=DELETE_RECORDS, topic=topic, reason=reason, plan_id=plan_id,
         partitions=tuple(PartitionChange(p, starts.get((topic, p), (None, None))[0], up_to_offset) for p in partitions),
@@ -446,7 +457,7 @@ def justify(
                 fut.result(30)
         except Exception as exc:
             raise KafkaError(
-                f"recorded operation {recorded.id}, but deleting records of {topic} failed: {exc}",
+                f"recorded operation {recorded.id}, but deleting records of {topic} failed: {error_text(exc)}",
                 hint="fix the cause and delete with kafka-delete-records; the justification stays recorded",
             ) from exc
         data["executed"] = True

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from strongroom.audit.alerts import Fanout, FileSink, KafkaSink, StdoutSink, WebhookSink
 from strongroom.audit.ledger import capture_ledger
 from strongroom.audit.metrics import WatchMetrics
+from strongroom.audit.oplog import OperationsLog
 from strongroom.audit.store import LedgerPaths
 from strongroom.audit.watch import Watcher
 from strongroom.cli.main import main
@@ -94,6 +95,11 @@ def test_unrecorded_and_recorded_deletions_and_retention(
         assert watcher.poll_once() == []
 
         kafka_cluster3.delete_records_tool({(deleted, 0): 10})  # nobody recorded why
+        # a justification past the log's end (40) would excuse the loss of records written later: refused
+        assert main(["audit", "justify", "-b", bs, "--topic", deleted, "--partition", "1", "--up-to-offset", "41",
+                     "--reason", "a typo"]) == 2  # fmt: skip
+        assert "--up-to-offset 41 is beyond the end of" in capsys.readouterr().err
+        assert OperationsLog(client).read(topic=deleted) == []
         assert main(["audit", "justify", "-b", bs, "--topic", deleted, "--partition", "1", "--up-to-offset", "10",
                      "--reason", "erasure ticket 4711", "--execute"]) == 0  # fmt: skip
         admin = kafka_cluster3.admin()
