@@ -64,3 +64,22 @@ def test_dev_status_without_stack() -> None:
     result = run("--output", "json", "dev", "status")
     assert result.returncode == 0
     assert json.loads(result.stdout)["running"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "place"),
+    [
+        (["keys", "show", "-b", "127.0.0.1:1", "alice\udcff"], "argument 5 is"),
+        (["audit", "justify", "--topic", "t", "--reason", "\udcff\udcfe"], "argument 6 (after '--reason') is"),
+        (["erase", "--reason=\udcff", "bob"], "argument 2 is"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error_naming_its_place(
+    argv: list[str], place: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates: they were stored (a reason in the operations
+    log) or failed deep inside a command with an internal error (a subject)."""
+    assert cli_main.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{place} not valid UTF-8 text" in err
+    assert "internal error" not in err

@@ -104,11 +104,29 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # runs atexit hooks: servers the command started are stopped
 
 
+def _require_text(args: list[str]) -> None:
+    """Refuse an argument that is not UTF-8 text. Python hands such bytes over as lone surrogates, which would
+    be stored (a subject, a reason in the operations log) or fail deep inside a command. The argument is named
+    by its place, never shown: it may be a secret."""
+    for place, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            option = args[place - 2] if place > 1 else ""
+            before = f" (after {option!r})" if option.startswith("-") and "=" not in option else ""
+            raise click.UsageError(
+                f"argument {place}{before} is not valid UTF-8 text: strongroom reads its arguments as UTF-8 "
+                "(check the terminal's encoding, or the script that built the command line)"
+            ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI and turn errors into one line and an exit code."""
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
+    args = sys.argv[1:] if argv is None else argv
+    verbose = "-v" in args or "--verbose" in args
     try:
+        _require_text(args)
         # Without standalone mode click returns ctx.exit(code)'s code instead of raising it.
         code = cli.main(args=argv, prog_name="strongroom", standalone_mode=False)
     except StrongroomError as exc:
