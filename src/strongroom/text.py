@@ -10,6 +10,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 
+def is_utf8_text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8: bytes that were not UTF-8 (an argument, an environment variable)
+    reach Python as lone surrogates, which every encoder, client library and JSON reader refuses."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     """A plain aligned text table."""
     cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in row] for row in rows]

@@ -83,3 +83,14 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error_naming_its_place(
     err = capsys.readouterr().err
     assert f"{place} not valid UTF-8 text" in err
     assert "internal error" not in err
+
+
+def test_an_environment_variable_that_is_not_utf8_is_named_not_shown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """STRONGROOM_BOOTSTRAP_SERVERS of bytes that are not UTF-8 failed inside confluent-kafka as a SystemError."""
+    monkeypatch.setenv("STRONGROOM_VAULT_TOKEN", "hvs.secret\udcff")
+    assert cli_main.main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert "environment variable STRONGROOM_VAULT_TOKEN is not valid UTF-8 text" in err
+    assert "hvs.secret" not in err

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from strongroom.errors import ConfigError
 from strongroom.kafka.config import ClientConfig
 from strongroom.kafka.properties import read_properties_file
 from strongroom.kafka.transport import build_admin, build_consumer, build_producer
@@ -51,3 +54,18 @@ def test_an_error_reads_as_librdkafka_says_it_without_its_wrapper() -> None:
     assert error_code(carried) == RdKafkaError._TRANSPORT
     assert error_text(TimeoutError("no answer")) == "no answer"
     assert error_code(TimeoutError("no answer")) is None
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "extra", "name"),
+    [
+        ("127.0.0.1:9092\udcff", None, "bootstrap.servers"),
+        ("127.0.0.1:9092", {"sasl.password": "pw\udcff"}, "sasl.password"),
+    ],
+)
+def test_a_setting_that_is_not_utf8_text_is_refused_by_name(
+    bootstrap: str, extra: dict[str, str] | None, name: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"the Kafka client setting '{name}' is not valid UTF-8 text") as err:
+        ClientConfig(bootstrap, extra=extra)
+    assert "pw" not in str(err.value)

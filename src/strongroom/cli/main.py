@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -21,6 +22,7 @@ import click
 from strongroom import __version__
 from strongroom.cli.output import FORMATS, Output
 from strongroom.errors import StrongroomError
+from strongroom.text import is_utf8_text
 
 #: command name -> "module:attribute" of a click command or group, imported on first use.
 COMMAND_MODULES: dict[str, str] = {
@@ -104,14 +106,19 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # runs atexit hooks: servers the command started are stopped
 
 
+#: The environment variables strongroom reads start with these (tokens, addresses, bootstrap servers).
+_OWN_ENVIRONMENT = ("STRONGROOM_", "VAULT_", "AWS_")
+
+
 def _require_text(args: list[str]) -> None:
-    """Refuse an argument that is not UTF-8 text. Python hands such bytes over as lone surrogates, which would
-    be stored (a subject, a reason in the operations log) or fail deep inside a command. The argument is named
-    by its place, never shown: it may be a secret."""
+    """Refuse an argument, or a variable of strongroom's environment, that is not UTF-8 text. Python hands such
+    bytes over as lone surrogates, which would be stored (a subject, a reason in the operations log) or fail deep
+    inside a command or a client library. Named by its place or name, never shown: it may be a secret."""
+    for name, value in os.environ.items():
+        if name.startswith(_OWN_ENVIRONMENT) and not is_utf8_text(value):
+            raise click.UsageError(f"environment variable {name} is not valid UTF-8 text")
     for place, arg in enumerate(args, start=1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
+        if not is_utf8_text(arg):
             option = args[place - 2] if place > 1 else ""
             before = f" (after {option!r})" if option.startswith("-") and "=" not in option else ""
             raise click.UsageError(

@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from strongroom.errors import ConfigError
+from strongroom.text import is_utf8_text
+
 #: For every client (producer, consumer, admin).
 COMMON_DEFAULTS: dict[str, Any] = {
     "metadata.recovery.strategy": "rebootstrap",
@@ -76,6 +79,13 @@ class ClientConfig:
 
     bootstrap_servers: str
     extra: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # librdkafka takes UTF-8 text; a lone surrogate (bytes that were not UTF-8, from an environment variable)
+        # failed inside confluent-kafka's constructor as a SystemError
+        for name, value in (("bootstrap.servers", self.bootstrap_servers), *(self.extra or {}).items()):
+            if isinstance(value, str) and not is_utf8_text(value):
+                raise ConfigError(f"the Kafka client setting {name!r} is not valid UTF-8 text", hint="fix its value")
 
     def _merge(self, defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
         merged = dict(defaults)
