@@ -61,7 +61,14 @@ def build_kms(source: RecordSourceOptions) -> Any:
             raise ConfigError("--kms vault needs --vault-address (or env VAULT_ADDR)")
         token = os.environ.get("STRONGROOM_VAULT_TOKEN") or os.environ.get("VAULT_TOKEN")
         if source.vault_token_file:
-            token = Path(source.vault_token_file).read_text(encoding="utf-8").strip()
+            try:
+                token = Path(source.vault_token_file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot read --vault-token-file {source.vault_token_file!r}: {exc.strerror}"
+                ) from None
+            except UnicodeDecodeError:  # its bytes are not shown: they are the token's
+                raise ConfigError(f"--vault-token-file {source.vault_token_file!r} is not UTF-8 text") from None
         if not token:
             raise ConfigError(
                 "--kms vault needs a token",

@@ -102,6 +102,8 @@ class KeyringFile:
             return self.path.read_text(encoding="utf-8")
         except OSError as exc:
             raise KmsUnavailable(f"cannot read keyring {self.path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise KmsConfigError(f"keyring {self.path} is corrupt", hint="restore it from a backup") from None
 
     def _check_permissions(self, info: os.stat_result) -> None:
         if stat.S_IMODE(info.st_mode) & 0o077:

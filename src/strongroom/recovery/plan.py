@@ -85,10 +85,14 @@ def load_plan(path: Path) -> RecoveryPlan:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PlanInvalid(f"cannot read plan file {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise PlanInvalid(f"plan file {str(path)!r} is not UTF-8 text") from None
     try:
         plan = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanInvalid(f"plan file {str(path)!r} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise PlanInvalid(f"plan file {str(path)!r} is nested too deeply to be a plan") from None
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         found = plan.get("format") if isinstance(plan, dict) else type(plan).__name__
         raise PlanInvalid(f"plan file {str(path)!r} is not a {PLAN_FORMAT} document (format: {found!r})")

@@ -68,9 +68,11 @@ def test_missing_loose_or_corrupt_keyring(tmp_path: Path) -> None:
     with pytest.raises(KmsConfigError, match="corrupt"):
         LocalKms.from_config({"path": tmp_path / "bad.json"})
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)  # nested beyond Python's recursion limit
-    os.chmod(tmp_path / "deep.json", 0o600)
-    with pytest.raises(KmsConfigError, match="corrupt"):
-        LocalKms.from_config({"path": tmp_path / "deep.json"})
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe{}")
+    for name in ("deep.json", "binary.json"):
+        os.chmod(tmp_path / name, 0o600)
+        with pytest.raises(KmsConfigError, match="corrupt"):
+            LocalKms.from_config({"path": tmp_path / name})
 
 
 def test_states_seen_by_another_instance(tmp_path: Path) -> None:

@@ -76,3 +76,17 @@ def test_inmemory_kms_needs_a_kek_file(capsys: pytest.CaptureFixture[str]) -> No
     code, _, err = run(capsys, "recover", "scan", "-b", "127.0.0.1:1", "--topic", "t", "--kms", "inmemory")
     assert code == 1
     assert "--kek-file" in err
+
+
+def test_a_vault_token_file_that_is_not_text_is_named_and_its_bytes_not_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"hvs.\xff\xfesecret")
+    argv = ["recover", "scan", "-b", "127.0.0.1:1", "--topic", "t", "--kms", "vault",
+            "--vault-address", "http://127.0.0.1:1", "--vault-token-file", str(token_file)]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"--vault-token-file '{token_file}' is not UTF-8 text" in err
+    assert "0xff" not in err
+    assert "internal error" not in err

@@ -70,10 +70,12 @@ def test_whitespace_and_key_order_do_not_matter(tmp_path: Path) -> None:
         ("[1, 2]", "is not a strongroom-recovery-plan/1"),
         ('{"format": "something-else"}', "is not a strongroom-recovery-plan/1"),
         (json.dumps({"format": PLAN_FORMAT, "topic": "t"}), "lacks cluster_id"),
+        ("[" * 100_000 + "]" * 100_000, "is nested too deeply to be a plan"),
+        ("\udcff{}", "is not UTF-8 text"),
     ],
 )
 def test_bad_files(tmp_path: Path, content: str, match: str) -> None:
-    (tmp_path / "p.json").write_text(content)
+    (tmp_path / "p.json").write_bytes(content.encode("utf-8", "surrogateescape"))
     with pytest.raises(PlanInvalid, match=match):
         load_plan(tmp_path / "p.json")
 
