@@ -69,9 +69,13 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data = dict(pairs)
     if len(data) == len(pairs):
         return data
-    seen: set[str] = set()
     flagged = _RepeatedKeys(data)
-    flagged.repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            flagged.repeated = key
+            break
+        seen.add(key)
     return flagged
 
 
@@ -85,11 +89,11 @@ def _check_json(data: Any) -> None:
         if values > MAX_SETTINGS_VALUES:
             raise ValueError(f"more than {MAX_SETTINGS_VALUES} values (settings are small documents)")
         if depth > MAX_SETTINGS_DEPTH:
-            raise ValueError(f"nested more than {MAX_SETTINGS_DEPTH} levels deep (at {path})")
+            raise ValueError(f"nested more than {MAX_SETTINGS_DEPTH} levels deep")
         if isinstance(value, _RepeatedKeys):
             raise ValueError(f"{_key_name(value.repeated)} appears more than once in {path or 'the top-level object'}")
         if isinstance(value, dict):
-            children = [(v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in value.items()]
+            children = [(v, f"{path}.{_key_part(k)}" if path else _key_part(k), depth + 1) for k, v in value.items()]
         elif isinstance(value, list):
             children = [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
         else:
@@ -99,6 +103,11 @@ def _check_json(data: Any) -> None:
 
 def _key_name(key: object) -> str:
     return f"the key {key!r}" if isinstance(key, str) and _PRINTABLE_KEY.fullmatch(key) else "a key"
+
+
+def _key_part(key: object) -> str:
+    """A key as a step of a place named in an error: ``?`` unless it looks like a setting's name."""
+    return key if isinstance(key, str) and _PRINTABLE_KEY.fullmatch(key) else "?"
 
 
 def _parse_yaml(text: str) -> Any:
@@ -174,7 +183,7 @@ def _check_yaml_nodes(root: Any) -> None:
                 inside.discard(id(node))
             known = shapes[id(node)] = (values, levels)
         if known[0] > MAX_SETTINGS_VALUES:
-            raise refuse(f"expands to more than {MAX_SETTINGS_VALUES} values through its aliases", node)
+            raise refuse(f"holds more than {MAX_SETTINGS_VALUES} values once its aliases are followed", node)
         if depth + known[1] - 1 > MAX_SETTINGS_DEPTH:
             raise refuse(too_deep, node)
         return known

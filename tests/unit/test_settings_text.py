@@ -53,6 +53,8 @@ def test_a_repeated_key_that_could_be_a_pasted_secret_is_not_printed() -> None:
 def test_the_first_repeated_key_in_the_file_is_the_one_named() -> None:
     text = '{"a": {"x": 1, "x": 2}, "b": {"y": 1, "y": 2}}'
     assert refusal(text, yaml_syntax=False) == "the key 'x' appears more than once in a"
+    pasted = f'{{"{TOKEN} x": {{"x": 1, "x": 2}}}}'  # the place is named without a key that could be a secret
+    assert refusal(pasted, yaml_syntax=False) == "the key 'x' appears more than once in ?"
 
 
 def test_keys_merged_from_an_anchor_may_be_overridden_and_anchors_still_work() -> None:
@@ -70,7 +72,7 @@ def test_yaml_aliases_that_expand_beyond_the_bound_are_refused_before_anything_i
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10**9 values once expanded
     message = refusal("\n".join(lines) + "\n", yaml_syntax=True)
-    assert message.startswith(f"expands to more than {MAX_SETTINGS_VALUES} values through its aliases at line ")
+    assert message.startswith(f"holds more than {MAX_SETTINGS_VALUES} values once its aliases are followed at line ")
 
 
 def test_an_alias_inside_its_own_anchor_is_refused() -> None:
