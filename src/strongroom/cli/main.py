@@ -124,7 +124,7 @@ def _require_text(args: list[str]) -> None:
             raise click.UsageError(
                 f"argument {place}{before} is not valid UTF-8 text: strongroom reads its arguments as UTF-8 "
                 "(check the terminal's encoding, or the script that built the command line)"
-            ) from None
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
