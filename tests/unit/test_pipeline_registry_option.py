@@ -45,3 +45,19 @@ def test_a_schema_rule_without_a_registry_is_refused_naming_the_option() -> None
     with pytest.raises(ConfigError):
         SchemaPlans(rules, None)
     SchemaPlans(EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "a"}]}), None)  # no schema rule: fine
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://[::1", "is not a valid URL (Invalid IPv6 URL)"),
+        ("http://registry:99999", "is not a valid URL (Port out of range 0-65535)"),
+        ("ftp://registry", "must be http(s)://host[:port][/path]"),
+        ("http://svc:pa55-w0rd@registry:8081", "put registry credentials in username/password, not in the URL"),
+    ],
+)
+def test_a_url_that_cannot_be_a_registry_is_a_clear_error_without_its_credentials(url: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match="invalid --schema-registry") as err:
+        registry_settings(url)
+    assert problem in err.value.problem
+    assert "pa55-w0rd" not in str(err.value)

@@ -204,7 +204,10 @@ def registry_settings(url: str | None) -> RegistrySettings | None:
     """The pipeline's schema registry: ``url`` and credentials from the environment (never from argv)."""
     if url is None:
         return None
+    from pydantic import ValidationError
+
     from strongroom.schemas.registry import RegistrySettings
+    from strongroom.text import problem_list
 
     env = {
         field: os.environ[name]
@@ -215,7 +218,13 @@ def registry_settings(url: str | None) -> RegistrySettings | None:
         )
         if os.environ.get(name)
     }
-    return RegistrySettings.model_validate({"url": url, "outage_wait_s": REGISTRY_OUTAGE_WAIT_S, **env})
+    try:
+        return RegistrySettings.model_validate({"url": url, "outage_wait_s": REGISTRY_OUTAGE_WAIT_S, **env})
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid --schema-registry: {problem_list(exc.errors(include_input=False, include_url=False))}",
+            hint="give the registry's http(s)://host[:port][/path]; credentials in STRONGROOM_SCHEMA_REGISTRY_*",
+        ) from None
 
 
 pipeline_options = grouped(

@@ -60,7 +60,11 @@ class RegistrySettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RegistrySettings:
-        parts = urllib.parse.urlsplit(self.url)
+        try:
+            parts = urllib.parse.urlsplit(self.url)
+            parts.port  # noqa: B018 - read for its check: a port out of range or not a number raises
+        except ValueError as exc:
+            raise ValueError(f"schema registry URL is not a valid URL ({exc})") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"schema registry URL {_display(self.url)!r} must be http(s)://host[:port][/path]")
         if parts.username or parts.password:
