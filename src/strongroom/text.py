@@ -194,6 +194,12 @@ def _check_yaml_nodes(root: Any) -> None:
 def problem_list(errors: Iterable[Mapping[str, Any]], limit: int = 8) -> str:
     """A validation error's problems as ``place: what`` (pydantic's ``errors(include_input=False)``), the first
     ``limit`` of them: a file with hundreds of the same mistake gets a readable message."""
-    items = [f"{'.'.join(str(part) for part in error['loc']) or '(top level)'}: {error['msg']}" for error in errors]
+    items = [_problem(error) for error in errors]
     more = f"; and {len(items) - limit} more" if len(items) > limit else ""
     return "; ".join(items[:limit]) + more
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    what = str(error["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's own message
+    place = ".".join(str(part) for part in error["loc"])
+    return f"{place}: {what}" if place else what

@@ -129,4 +129,4 @@ def test_a_long_list_of_problems_is_cut_to_the_first_few() -> None:
     text = problem_list(errors)
     assert text.count("Input should be a valid string") == 8
     assert text.endswith("rules.0.fields.7: Input should be a valid string; and 32 more")
-    assert problem_list([{"loc": (), "msg": "Field required"}]) == "(top level): Field required"
+    assert problem_list([{"loc": (), "msg": "Value error, not a URL"}]) == "not a URL"
