@@ -58,3 +58,15 @@ def test_finite_values_in_range_still_convert() -> None:
     assert param.type.convert("2.5", param, None) == 2.5
     with pytest.raises(click.BadParameter, match="not in the range"):
         param.type.convert("0", param, None)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["encrypt", "--topic", "t", "--max-offsets-per-trigger", str(2**63), "-b", "127.0.0.1:1"],
+        ["audit", "scrub", "--max-records-per-range", str(2**63)],
+    ],
+)
+def test_counts_a_jvm_takes_are_bounded_by_a_java_long(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "is not in the range 1<=x<=9223372036854775807" in capsys.readouterr().err

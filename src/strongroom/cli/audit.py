@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from strongroom.cli.common import (
+    JAVA_LONG_MAX,
     FiniteFloatRange,
     client_config,
     kafka_options,
@@ -203,7 +204,7 @@ def coverage(ctx: click.Context, ledger_path: str, spark_master: str | None) -> 
 @click.option("--topic", "topics", multiple=True, metavar="NAME", help="Scrub only this topic (repeatable).")
 @click.option("--span", default="1h", show_default=True, callback=_duration, metavar="DURATION",
               help="Score window by record timestamp (e.g. 10m, 1h, 1d).")  # fmt: skip
-@click.option("--max-records-per-range", type=click.IntRange(min=1), default=500_000, show_default=True,
+@click.option("--max-records-per-range", type=click.IntRange(1, JAVA_LONG_MAX), default=500_000, show_default=True,
               help="Split partitions into offset ranges of at most this many offsets.")  # fmt: skip
 @click.option("--no-history", is_flag=True, help="Do not append this run to <ledger>/scrubs.")
 @_reader_option

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: The largest count a JVM (Spark, the data plane, Kafka's clients) takes: a Java long.
+JAVA_LONG_MAX = 2**63 - 1
+
+
 class FiniteFloatRange(click.FloatRange):
     """A number of seconds (or other float) in a range, and finite: click's own range lets ``nan`` through any
     bounds (no comparison with it is true) and ``inf`` through a range without a maximum."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from strongroom.cli.common import (
+    JAVA_LONG_MAX,
     FiniteFloatRange,
     client_config,
     default_state_dir,
@@ -254,7 +255,7 @@ pipeline_options = grouped(
             show_default=True,
             help="Micro-batch interval with --continuous.",
         ),
-        click.option("--max-offsets-per-trigger", type=click.IntRange(1), default=None),
+        click.option("--max-offsets-per-trigger", type=click.IntRange(1, JAVA_LONG_MAX), default=None),
         click.option(
             "--on-input-gap",
             type=click.Choice(["report", "fail"]),
