@@ -15,7 +15,7 @@ holding plaintext of rejected records (restrict it like the source topic).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -204,6 +204,25 @@ class EncryptionRules(BaseModel):
             alternatives = "|".join(r.topic if r.pattern else re.escape(r.topic) for r in self.rules)
             return {"subscribePattern": alternatives}
         return {"subscribe": ",".join(r.topic for r in self.rules)}
+
+    def refuse_own_output(self, outputs: Mapping[str, str], dead_letter_topic: str | None = None) -> None:
+        """Refuse to write where these rules read. ``outputs`` maps each source topic to its output topic. An
+        output topic a rule matches would be read back (a pattern is subscribed as a pattern) and processed again,
+        into an output of its own, and so on: ``orders-.*`` with the default ``$(topic).enc`` writes orders-eu.enc,
+        which it matches, then orders-eu.enc.enc. A dead-letter topic a rule matches would have its records
+        processed as input."""
+        written = [(f"the output topic of {source!r}", output) for source, output in outputs.items()]
+        if dead_letter_topic:
+            written.append(("the dead-letter topic", dead_letter_topic))
+        for what, topic in written:
+            rule = next((r for r in self.rules if r.matches(topic)), None)
+            if rule is not None:
+                raise ConfigError(
+                    f"the rule for {rule.topic!r} matches {topic!r}, {what}: the pipeline would read what it "
+                    "writes and process it again",
+                    hint="narrow the rule's topic pattern (orders-[a-z]+ rather than orders-.*), or choose an output "
+                    "topic it does not match",
+                )
 
     @classmethod
     def load(cls, path: str | Path) -> EncryptionRules:

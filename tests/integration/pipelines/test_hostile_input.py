@@ -7,13 +7,14 @@ ciphertext was promised, and never be passed on because it merely looks encrypte
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from strongroom.errors import PipelineError
+from strongroom.errors import ConfigError, PipelineError
 from strongroom.kafka.transport import build_producer
 from strongroom.keys.table import KeyTable
 from strongroom.kms.registry import kms_from_config
@@ -158,3 +159,24 @@ def test_decrypt_dataframe_is_encrypted_only_by_default(spark: SparkSession, pip
     assert tolerant[b"plain"] == ("passthrough", None)
     assert tolerant[b"escaped"][0] == "failed"
     assert "JSON escapes" in tolerant[b"escaped"][1]
+
+
+def test_rules_that_would_read_the_pipelines_own_output_stop_before_anything_is_written(
+    spark: SparkSession, pipeline_env: Any, unique_name: Any
+) -> None:
+    """``orders-.*`` with the default ``$(topic).enc`` matches orders-eu.enc: the pattern subscription would read
+    the sealed records back and seal them again into orders-eu.enc.enc, and so on, one new topic per round."""
+    env = pipeline_env
+    base = unique_name("loop")
+    source = f"{base}-eu"
+    env.cluster.create_topic(source, partitions=1)
+    env.produce_raw(source, [(b"alice", b'{"name": "Alice"}')])
+    rules = {"rules": [{"topic": f"{re.escape(base)}-.*", "pattern": True}]}
+    with pytest.raises(ConfigError, match=rf"matches '{source}\.enc', the output topic of '{source}'"):
+        env.run(EncryptJob(spark, env.settings(rules, "loop-encrypt")))
+    with pytest.raises(ConfigError, match=rf"matches '{source}', the output topic of '{source}'"):
+        env.run(
+            DecryptJob(spark, env.settings({"rules": [{"topic": source}]}, "loop-decrypt"), output_topic="$(topic)")
+        )
+    topics = env.cluster.admin().list_topics(timeout=30).topics
+    assert [t for t in topics if t.startswith(source) and t != source] == [], "nothing was created or written"

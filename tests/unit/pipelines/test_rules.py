@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,28 @@ def test_the_rules_file_kms_section_never_enters_the_rules(tmp_path: Path) -> No
     assert rules.rule_for("orders").kms == "bao"
     assert "s3cr3t" not in rules.model_dump_json()
     assert "s3cr3t" not in repr(rules)
+
+
+@pytest.mark.parametrize(
+    ("rule", "outputs", "dead_letter", "problem"),
+    [
+        ({"topic": "orders-.*", "pattern": True}, {"orders-eu": "orders-eu.enc"}, None,
+         "the rule for 'orders-.*' matches 'orders-eu.enc', the output topic of 'orders-eu'"),
+        ({"topic": "orders"}, {"orders": "orders"}, None, "the rule for 'orders' matches 'orders', the output topic"),
+        ({"topic": "orders-.*", "pattern": True}, {}, "orders-rejected",
+         "the rule for 'orders-.*' matches 'orders-rejected', the dead-letter topic"),
+    ],
+)  # fmt: skip
+def test_rules_that_would_read_what_the_pipeline_writes_are_refused(
+    rule: dict[str, Any], outputs: dict[str, str], dead_letter: str | None, problem: str
+) -> None:
+    rules = EncryptionRules.parse_obj_or_fail({"rules": [rule]})
+    with pytest.raises(ConfigError) as err:
+        rules.refuse_own_output(outputs, dead_letter)
+    assert err.value.problem.startswith(problem)
+    assert "orders-[a-z]+" in err.value.hint
+
+
+def test_outputs_and_dead_letters_the_rules_do_not_read_are_fine() -> None:
+    rules = EncryptionRules.parse_obj_or_fail({"rules": [{"topic": "orders-[a-z]+", "pattern": True}]})
+    rules.refuse_own_output({"orders-eu": "orders-eu.enc", "orders-us": "orders-us.enc"}, "orders.rejected")

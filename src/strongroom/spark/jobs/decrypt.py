@@ -244,11 +244,14 @@ class DecryptJob(StreamingJob[DecryptResult]):
         console output: :meth:`_process_files`."""
         dlq = self.settings.dead_letter_topic
         if self.on_failure == "dead-letter" and dlq:
+            self.settings.rules.refuse_own_output({}, dlq)
             ensure_topics(self.topics, [(dlq, dlq)])
         try:
             if self.output == "kafka":
                 topics = matching_topics(self.topics, self.settings.rules)
-                ensure_topics(self.topics, [(t, self.output_topic_for(t)) for t in topics])
+                outputs = {t: self.output_topic_for(t) for t in topics}
+                self.settings.rules.refuse_own_output(outputs)
+                ensure_topics(self.topics, outputs.items())
                 if self.settings.engine == Engine.JVM:
                     self.write_batch(source_rows(batch), tasks=jvm_tasks(self.spark, self._jvm_settings(topics)))
                 else:

@@ -141,8 +141,9 @@ class EncryptJob(StreamingJob[EncryptResult]):
         service, one request per Arrow batch) and write it transactionally."""
         rules = self.settings.rules
         outputs = {t: rules.rule_for(t).output_for(t) for t in matching_topics(self.topics, rules)}
-        ensure_topics(self.topics, outputs.items())
         dlq = self.settings.dead_letter_topic
+        rules.refuse_own_output(outputs, dlq)
+        ensure_topics(self.topics, outputs.items())
         if dlq:
             ensure_topics(self.topics, [(next(iter(outputs), dlq), dlq)])
         limits = {out: self.topics.max_value_bytes(out) for out in set(outputs.values())}
