@@ -92,3 +92,9 @@ def test_a_password_separated_by_a_space_is_a_password_not_an_unknown_property(
     captured = capsys.readouterr()
     assert "client-unknown-property" not in {finding["rule"] for finding in json.loads(captured.out)["findings"]}
     assert SECRET[:10] not in captured.err + captured.out
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_bytes("\ufeffsecurity.protocol=SASL_SSL\r\nsasl.mechanism=PLAIN\r\n".encode())
+    assert read_properties_file(str(path)) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}

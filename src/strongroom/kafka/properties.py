@@ -33,8 +33,9 @@ class PropertiesFileError(ConfigError):
 
 
 def read_properties_file(path: str) -> dict[str, str]:
-    """The properties of the file at ``path`` (``OSError`` and ``UnicodeDecodeError`` as ``open`` raises them)."""
-    with open(path, encoding="utf-8", newline="") as fh:
+    """The properties of the file at ``path`` (``OSError`` and ``UnicodeDecodeError`` as ``open`` raises them). A
+    UTF-8 byte-order mark, which Windows editors write, is not part of the first name."""
+    with open(path, encoding="utf-8-sig", newline="") as fh:
         return parse_properties(fh.read(), source=path)
 
 
