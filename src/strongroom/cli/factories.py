@@ -51,6 +51,8 @@ def build_kms(source: RecordSourceOptions) -> Any:
             raise ConfigError("--kms inmemory needs --kek-file", hint='write {"<KEK uuid>": "<base64 key>"}')
         try:
             keks = parse_secret_text(Path(source.kek_file).read_text(encoding="utf-8"), yaml_syntax=False)
+        except UnicodeDecodeError:  # its bytes are not shown: they are the KEKs'
+            raise ConfigError(f"--kek-file {source.kek_file!r} is not UTF-8 text") from None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read --kek-file {source.kek_file!r}: {exc}") from None
         return RetryingKms(KroxyliciousInMemoryKms.from_json(keks, name=name or "inmemory"), **retry)

@@ -90,3 +90,15 @@ def test_a_vault_token_file_that_is_not_text_is_named_and_its_bytes_not_shown(
     assert f"--vault-token-file '{token_file}' is not UTF-8 text" in err
     assert "0xff" not in err
     assert "internal error" not in err
+
+
+def test_a_kek_file_that_is_not_text_is_named_and_its_bytes_not_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kek_file = tmp_path / "keks.json"
+    kek_file.write_bytes(b'{"4a1c": "\xff\xfeAAAA"}')
+    argv = ["recover", "scan", "-b", "127.0.0.1:1", "--topic", "t", "--kms", "inmemory", "--kek-file", str(kek_file)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"--kek-file '{kek_file}' is not UTF-8 text" in err
+    assert "0xff" not in err
