@@ -77,10 +77,12 @@ def capture_ledger(
     ``duration`` elapsed or ``stop()`` says so. ``on_batch`` gets each batch's progress.
 
     ``once`` means caught up with every partition's committed end as listed when the capture started.
-    Spark's ``availableNow`` fixes its target when the query starts, and a restarted query first
-    re-runs the batch a stopped one had planned; when a leader did not answer the source's listing (a
-    broker restarting), the target can fall short. So the query runs again, up to
-    :data:`CATCH_UP_ROUNDS` times, until no partition ends below the listed end."""
+    The query does not always get there in one run, so it runs again, up to :data:`CATCH_UP_ROUNDS`
+    times, until no partition ends below the listed end, or a run neither read a row nor moved the end:
+    - the readers do not implement ``availableNow``, so Spark runs one batch per query;
+    - a restarted query first re-runs the batch a stopped one had planned, whose end can be short
+      (a leader did not answer the listing: a broker restarting). When the file sink had already
+      written that batch, the re-run reads no rows, yet moves the end."""
     if not topics:
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
     cluster = ClusterState(client)
@@ -100,13 +102,19 @@ def capture_ledger(
     started = time.monotonic()
     target = {tp: offset for tp, (offset, _) in cluster.list_offsets(partitions, "latest").items()} if once else {}
     for _ in range(CATCH_UP_ROUNDS if once else 1):
-        batches_before = result.batches
+        before = (result.batches, result.end_offsets)
         query = _start_capture_query(stream, ledger.records, checkpoint or ledger.checkpoint, trigger)
         _await(query, result, on_batch, lambda: _should_stop(started, duration, stop))
         behind = _behind(result, target)
-        if not behind or result.batches == batches_before or _should_stop(started, duration, stop):
+        if not behind or (result.batches, result.end_offsets) == before or _should_stop(started, duration, stop):
             break  # caught up, this round found nothing more to read (its own target reached), or told to stop
         log.info("the capture stopped short of %s; running it again", ", ".join(f"{t}[{p}]" for t, p in behind))
+    else:
+        log.warning(
+            "the capture ended short of the log's end in %s after %d runs; run it again to catch up",
+            ", ".join(f"{t}[{p}]" for t, p in behind),
+            CATCH_UP_ROUNDS,
+        )
     result.seconds = time.monotonic() - started
     return result
 

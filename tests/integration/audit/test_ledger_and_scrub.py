@@ -162,6 +162,35 @@ def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
     assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (300, 0)
 
 
+def test_a_once_capture_after_a_batch_the_sink_kept_but_the_checkpoint_did_not_commit(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+) -> None:
+    """A capture stopped between the file sink's commit of batch N and Spark's ``commits/N`` (the
+    clean run's broker-kill test stopped one there). A ``--once`` capture re-runs batch N first; the
+    sink skips it as already written, so that round reads no rows, yet it moved the capture's end.
+    Without a source that supports ``availableNow``, Spark runs one batch per query, so the capture
+    must go on to the records written since (it stopped there, and the scrub counted them unledgered)."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    client = ClientConfig(bootstrap)
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, (f"a{i}".encode() for i in range(100)), key=lambda i: f"k{i}".encode())
+    capture_ledger(spark, client, [topic], ledger, once=True)
+    produce(bootstrap, topic, (f"b{i}".encode() for i in range(50)), key=lambda i: f"k{i}".encode())
+    capture_ledger(spark, client, [topic], ledger, once=True)
+    commits = Path(ledger.local(ledger.checkpoint)) / "commits"
+    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    for done in (commits / str(last), commits / f".{last}.crc"):  # the sink has batch ``last``; the
+        done.unlink(missing_ok=True)  # checkpoint never recorded it done (nor its Hadoop checksum)
+    produce(bootstrap, topic, (f"c{i}".encode() for i in range(80)), key=lambda i: f"k{i}".encode())
+
+    caught_up = capture_ledger(spark, client, [topic], ledger, once=True)
+    ends = {p: kafka_cluster_end(client, topic, p) for p in range(2)}
+    assert caught_up.end_offsets[topic] == {str(p): e for p, e in ends.items()}
+    assert records_count(spark, ledger) == 230
+    summary = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
+    assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (230, 0)
+
+
 def kafka_cluster_end(client: ClientConfig, topic: str, partition: int) -> int:
     from strongroom.kafka.transport import new_consumer, watermarks
 
