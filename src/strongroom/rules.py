@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from strongroom.envelope.ids import AadProfile
 from strongroom.errors import ConfigError
 from strongroom.policies import MissingKek, OnReject
-from strongroom.text import parse_secret_text, problem_list
+from strongroom.text import SecretFileError, load_secret_settings, problem_list
 
 TOPIC_PLACEHOLDER = "$(topic)"
 _DOTTED_PATH = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_\-]*)+$")
@@ -171,15 +171,9 @@ def read_config_file(path: str | Path, what: str) -> Any:
     """A JSON or YAML file's content (YAML by extension). A syntax error names the file, line and cause,
     never the text around it: a rules file's ``kms:`` section can hold a token."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"cannot read {what} {path}: {exc}", hint="check the path and that it is UTF-8 text"
-        ) from None
-    try:
-        return parse_secret_text(text, yaml_syntax=str(path).endswith((".yaml", ".yml")))
-    except ValueError as exc:
-        raise ConfigError(f"cannot parse {what} {path}: {exc}", hint="fix the file's syntax") from None
+        return load_secret_settings(path, what)
+    except SecretFileError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from None
 
 
 class EncryptionRules(BaseModel):

@@ -7,6 +7,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 
@@ -36,6 +37,47 @@ MAX_SETTINGS_VALUES: Final = 100_000
 #: A key is named in an error only when it looks like a setting's name: a key is never a secret by design, but a
 #: value pasted where a key belongs could be.
 _PRINTABLE_KEY: Final = re.compile(r"[A-Za-z0-9_.$<>-]{1,64}")
+
+
+class SecretFileError(ValueError):
+    """A file that may hold secrets could not be read or parsed; the message names the file and the place,
+    never the file's bytes."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def read_secret_file(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a file that may hold secrets (a token, KEKs, a rules file's ``kms:`` section).
+
+    ``what`` names the file in errors, as the user gave it (``--kms-config``, ``rules file``). Errors never quote
+    the file's bytes: Python's ``UnicodeDecodeError`` shows the byte it stopped at, and that byte may be a
+    token's. Raises :class:`SecretFileError`."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SecretFileError(
+            f"cannot read {what} {str(path)!r}: {exc.strerror or type(exc).__name__}", hint="check the path"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SecretFileError(
+            f"{what} {str(path)!r} is not UTF-8 text (invalid at byte offset {exc.start})",
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def load_secret_settings(path: str | Path, what: str, *, yaml_syntax: bool | None = None) -> Any:
+    """The JSON (or, by the ``.yaml``/``.yml`` extension unless ``yaml_syntax`` says, YAML) settings in a file
+    that may hold secrets: :func:`read_secret_file` then :func:`parse_secret_text`. Raises
+    :class:`SecretFileError`."""
+    text = read_secret_file(path, what)
+    if yaml_syntax is None:
+        yaml_syntax = str(path).endswith((".yaml", ".yml"))
+    try:
+        return parse_secret_text(text, yaml_syntax=yaml_syntax)
+    except ValueError as exc:
+        raise SecretFileError(f"cannot parse {what} {str(path)!r}: {exc}", hint="fix the file's syntax") from None
 
 
 def parse_secret_text(text: str, *, yaml_syntax: bool) -> Any:

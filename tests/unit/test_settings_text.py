@@ -130,3 +130,33 @@ def test_a_long_list_of_problems_is_cut_to_the_first_few() -> None:
     assert text.count("Input should be a valid string") == 8
     assert text.endswith("rules.0.fields.7: Input should be a valid string; and 32 more")
     assert problem_list([{"loc": (), "msg": "Value error, not a URL"}]) == "not a URL"
+
+
+def test_a_settings_file_that_is_not_utf8_is_named_and_its_bytes_never_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python's ``UnicodeDecodeError`` quotes the byte it stopped at; in these files that byte can be a
+    token's. Every reader of them goes through one function that names the file and the offset only."""
+    secret_byte = b"\xe9"  # 'é' in Latin-1: a token or key byte in a file saved in the wrong encoding
+    rules = tmp_path / "rules.yaml"
+    rules.write_bytes(b"kms:\n  eu: {provider: vault, token: hvs." + secret_byte + b"x}\nrules: []\n")
+    kms = tmp_path / "kms.json"
+    kms.write_bytes(b'{"provider": "vault", "token": "hvs.' + secret_byte + b'x"}')
+    with pytest.raises(ConfigError) as rules_err:
+        EncryptionRules.load(rules)
+    with pytest.raises(KmsConfigError) as catalog_err:
+        KmsCatalog.load(rules)
+    for err, what in ((rules_err, "rules file"), (catalog_err, "KMS settings file")):
+        assert f"{what} '{rules}' is not UTF-8 text (invalid at byte offset 40)" in str(err.value)
+        assert "0xe9" not in str(err.value)
+    for argv in (
+        ["encrypt", "-b", "127.0.0.1:1", "--kms-config", str(kms), "--topic", "t"],
+        ["encrypt", "-b", "127.0.0.1:1", "--rules", str(rules)],
+    ):
+        for output in ("text", "json"):
+            code = main(["--output", output, *argv])
+            captured = capsys.readouterr()
+            assert code == 1, captured
+            assert "is not UTF-8 text" in captured.err + captured.out
+            assert "0xe9" not in captured.err + captured.out
+            assert "Traceback" not in captured.err + captured.out

@@ -7,14 +7,13 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from strongroom.cli.output import Output
 from strongroom.errors import ConfigError
-from strongroom.text import parse_secret_text
+from strongroom.text import SecretFileError, load_secret_settings
 
 if TYPE_CHECKING:
     from strongroom.kafka.config import ClientConfig
@@ -138,10 +137,9 @@ def load_kms_config(path: str | None, *, local_keyring: str | None = None) -> di
             hint="pass --kms-config FILE (JSON or YAML with 'provider': local|vault|aws) or set STRONGROOM_KMS_CONFIG",
         )
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        config = parse_secret_text(text, yaml_syntax=path.endswith((".yaml", ".yml")))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"cannot parse --kms-config {path}: {exc}", hint="fix the file's syntax") from None
+        config = load_secret_settings(path, "--kms-config")
+    except SecretFileError as exc:
+        raise ConfigError(str(exc), hint=exc.hint) from None
     if not isinstance(config, dict):
         raise ConfigError(f"--kms-config {path} must hold an object (mapping)", hint="see docs/pipelines.md")
     return config

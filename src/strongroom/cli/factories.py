@@ -5,12 +5,11 @@ Kroxylicious in-memory test KMS, which has no settings form, is the one exceptio
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from strongroom.cli.common import RecordSourceOptions, load_kms_config
 from strongroom.errors import ConfigError
-from strongroom.text import parse_secret_text
+from strongroom.text import SecretFileError, load_secret_settings, read_secret_file
 
 
 def check_format_options(source: RecordSourceOptions) -> None:
@@ -50,11 +49,9 @@ def build_kms(source: RecordSourceOptions) -> Any:
         if not source.kek_file:
             raise ConfigError("--kms inmemory needs --kek-file", hint='write {"<KEK uuid>": "<base64 key>"}')
         try:
-            keks = parse_secret_text(Path(source.kek_file).read_text(encoding="utf-8"), yaml_syntax=False)
-        except UnicodeDecodeError:  # its bytes are not shown: they are the KEKs'
-            raise ConfigError(f"--kek-file {source.kek_file!r} is not UTF-8 text") from None
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read --kek-file {source.kek_file!r}: {exc}") from None
+            keks = load_secret_settings(source.kek_file, "--kek-file", yaml_syntax=False)
+        except SecretFileError as exc:
+            raise ConfigError(str(exc), hint=exc.hint) from None
         return RetryingKms(KroxyliciousInMemoryKms.from_json(keks, name=name or "inmemory"), **retry)
     settings: dict[str, Any] = {"provider": kind, "name": name, "cache": False, "retry": retry}
     if kind == "vault":
@@ -64,13 +61,9 @@ def build_kms(source: RecordSourceOptions) -> Any:
         token = os.environ.get("STRONGROOM_VAULT_TOKEN") or os.environ.get("VAULT_TOKEN")
         if source.vault_token_file:
             try:
-                token = Path(source.vault_token_file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot read --vault-token-file {source.vault_token_file!r}: {exc.strerror}"
-                ) from None
-            except UnicodeDecodeError:  # its bytes are not shown: they are the token's
-                raise ConfigError(f"--vault-token-file {source.vault_token_file!r} is not UTF-8 text") from None
+                token = read_secret_file(source.vault_token_file, "--vault-token-file").strip()
+            except SecretFileError as exc:
+                raise ConfigError(str(exc), hint=exc.hint) from None
         if not token:
             raise ConfigError(
                 "--kms vault needs a token",

@@ -26,7 +26,7 @@ from typing import Any
 from strongroom.errors import KmsError
 from strongroom.kms.api import Edek, Kms
 from strongroom.kms.errors import EdekInvalid, KmsConfigError
-from strongroom.text import parse_secret_text
+from strongroom.text import SecretFileError, load_secret_settings
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -50,10 +50,9 @@ class KmsCatalog:
     def load(cls, path: str | Path) -> KmsCatalog:
         """The ``kms:`` section of a JSON or YAML file (a rules file); empty when it has none."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            data = parse_secret_text(text, yaml_syntax=str(path).endswith((".yaml", ".yml")))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise KmsConfigError(f"cannot read the KMS settings in {path}: {exc}", hint="fix the file") from None
+            data = load_secret_settings(path, "KMS settings file")
+        except SecretFileError as exc:
+            raise KmsConfigError(str(exc), hint=exc.hint) from None
         section = data.get("kms") if isinstance(data, Mapping) else None
         if section is None:
             return cls()
