@@ -20,6 +20,7 @@ the post-erasure policy, and the receipt says no keys existed.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -76,15 +77,59 @@ class ErasureReceipt:
 
 
 def read_subjects_file(path: str) -> list[str]:
-    """One subject per line; blank lines and ``#`` comments are ignored; surrounding spaces stripped."""
+    """The subjects in a file, one per line, each taken exactly as written: a subject id is matched byte for byte,
+    so a line is never trimmed into another subject's id (``" bob"`` is not ``bob``).
+
+    Lines of spaces and tabs only, and lines whose first other character is ``#``, are skipped. A line that starts with ``"`` is a
+    JSON string: the way to write an id with spaces around it, one that starts with ``#`` or ``"``, or one with
+    characters a line cannot hold. Any other line with spaces or tabs around it is refused by line number: which
+    id was meant is a guess, and a wrong guess erases the wrong person while the requested one stays readable."""
+    text = _subjects_text(path)
+    subjects: list[str] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")  # a file saved with Windows line ends
+        if not line.strip(" \t") or line.lstrip(" \t").startswith("#"):
+            continue
+        if line.startswith('"'):
+            subjects.append(_json_subject(path, number, line))
+        elif line != line.strip(" \t"):
+            raise ConfigError(
+                f"subjects file {path} line {number}: the subject has spaces or tabs around it, and subject ids "
+                "are matched exactly",
+                hint='remove them, or write the line as a JSON string ("  id") if they are part of the id',
+            )
+        else:
+            subjects.append(line)
+    return subjects
+
+
+def _subjects_text(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        with open(path, encoding="utf-8-sig", newline="") as fh:  # a byte-order mark is not part of the first id
+            return fh.read()
     except OSError as exc:
         raise ConfigError(f"cannot read subjects file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"subjects file {path} is not UTF-8 text") from None
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"subjects file {path} is not UTF-8 text (invalid at byte offset {exc.start})",
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def _json_subject(path: str, number: int, line: str) -> str:
+    try:
+        subject = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"subjects file {path} line {number}: a line starting with a quote must be one JSON string ({exc.msg})",
+            hint='close the quote and escape \\ and " inside it, e.g. "  id with spaces"',
+        ) from None
+    if not isinstance(subject, str):
+        raise ConfigError(
+            f"subjects file {path} line {number}: a line starting with a quote must be one JSON string",
+            hint='write e.g. "#42" for an id that starts with #',
+        )
+    return subject
 
 
 def erase(
