@@ -29,7 +29,8 @@ EXIT_PENDING = 4
     "from_file",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help='Also erase the subjects in this file: one per line, exactly as written (# comments; a line starting with " is a JSON string).',
+    help="Also erase the subjects in this file: one per line, exactly as written (# comments; a line "
+    'starting with " is a JSON string).',
 )
 @click.option("--reason", required=True, help="Why (recorded with the request, e.g. 'GDPR art. 17 request #4711').")
 @click.option("--requested-by", default=None, help="Who asked (default: the OS user running the command).")

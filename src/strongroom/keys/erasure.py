@@ -80,10 +80,11 @@ def read_subjects_file(path: str) -> list[str]:
     """The subjects in a file, one per line, each taken exactly as written: a subject id is matched byte for byte,
     so a line is never trimmed into another subject's id (``" bob"`` is not ``bob``).
 
-    Lines of spaces and tabs only, and lines whose first other character is ``#``, are skipped. A line that starts with ``"`` is a
-    JSON string: the way to write an id with spaces around it, one that starts with ``#`` or ``"``, or one with
-    characters a line cannot hold. Any other line with spaces or tabs around it is refused by line number: which
-    id was meant is a guess, and a wrong guess erases the wrong person while the requested one stays readable."""
+    Lines of spaces and tabs only, and lines whose first other character is ``#``, are skipped. A line that starts
+    with ``"`` is a JSON string: the way to write an id with spaces around it, one that starts with ``#`` or ``"``,
+    or one with characters a line cannot hold. Any other line with spaces or tabs around it is refused by line
+    number: which id was meant is a guess, and a wrong guess erases the wrong person while the requested one stays
+    readable."""
     text = _subjects_text(path)
     subjects: list[str] = []
     for number, line in enumerate(text.split("\n"), start=1):
