@@ -23,7 +23,7 @@ from strongroom.kafka.transport import build_admin, build_consumer, build_produc
 from strongroom.spark.jobs.common import InputGapPolicy
 from strongroom.spark.jobs.decrypt import DecryptJob
 from strongroom.spark.jobs.encrypt import EncryptJob
-from strongroom.spark.jobs.progress import APP_FILE
+from strongroom.spark.jobs.progress import APP_FILE, app_id_for
 from strongroom.spark.jobs.results import DecryptResult, InputGaps
 from strongroom.spark.kafka_sink import SINK_COLUMNS, TransactionalSinkConfig, write_exactly_once
 
@@ -236,3 +236,27 @@ def test_parquet_output_writes_files_before_offsets_and_never_overwrites_a_later
     assert ids == sorted(e["event_id"] for e in events)
     decrypted = {json.loads(r.value_text)["event_id"]: json.loads(r.value_text) for r in rows}
     assert all(doc["email"] == e["email"] for e in events if (doc := decrypted[e["event_id"]]))
+
+
+def test_the_app_file_is_written_whole_and_a_damaged_one_replaced(spark: SparkSession, tmp_path: Path) -> None:
+    """The app file is written beside and renamed into place: a crash leaves the old file or the new one, never
+    a part (a part stopped the next start until --app-id was given)."""
+    checkpoint = tmp_path / "checkpoint"
+    app_id = app_id_for(spark, str(checkpoint), "encrypt", None)
+    assert json.loads((checkpoint / APP_FILE).read_text()) == {"app_id": app_id, "kind": "encrypt"}
+    assert not [p.name for p in checkpoint.iterdir() if ".tmp" in p.name]  # no temporary file left behind
+    assert app_id_for(spark, str(checkpoint), "encrypt", None) == app_id
+
+    (checkpoint / APP_FILE).write_text('{"app_id": "encr')  # torn by a crash of a version that wrote in place
+    (checkpoint / f".{APP_FILE}.crc").unlink(missing_ok=True)  # Hadoop's checksum of the whole file
+    with pytest.raises(PipelineError, match="damaged"):
+        app_id_for(spark, str(checkpoint), "encrypt", None)
+    assert app_id_for(spark, str(checkpoint), "encrypt", "encrypt-orders") == "encrypt-orders"
+    assert json.loads((checkpoint / APP_FILE).read_text()) == {"app_id": "encrypt-orders", "kind": "encrypt"}
+    assert app_id_for(spark, str(checkpoint), "encrypt", None) == "encrypt-orders"
+    assert not [p.name for p in checkpoint.iterdir() if ".tmp" in p.name]
+
+    (checkpoint / APP_FILE).write_text('{"app_id": "edited-by-hand", "kind": "encrypt"}')  # its checksum file stays
+    with pytest.raises(PipelineError, match=r"changed after it was written") as edited:
+        app_id_for(spark, str(checkpoint), "encrypt", None)
+    assert f".{APP_FILE}.crc" in (edited.value.hint or "")

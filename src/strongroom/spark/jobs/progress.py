@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,19 +59,42 @@ class _CheckpointFiles:
         path = self._path(*parts)
         if not self._fs.exists(path):
             return None
+        from py4j.protocol import Py4JJavaError
+
         stream = self._fs.open(path)
         try:
             data = self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        except Py4JJavaError as exc:
+            if "ChecksumException" not in exc.java_exception.getClass().getName():
+                raise
+            crc = f".{path.getName()}.crc"
+            raise PipelineError(
+                f"the checkpoint file {path} changed after it was written (its checksum file {crc} no longer matches)",
+                hint=f"if it was edited on purpose, delete {crc} beside it; otherwise restore the checkpoint",
+            ) from None
         finally:
             stream.close()
         return bytes(data).decode("utf-8")
 
-    def write(self, text: str, *parts: str) -> None:
-        stream = self._fs.create(self._path(*parts), True)
+    def write_whole(self, text: str, *parts: str) -> None:
+        """Write ``text`` so a reader finds the old file or the whole new one, never a part: into a temporary file
+        beside it, then renamed over it (atomic on HDFS and local disks; object stores copy, as for Spark's own
+        checkpoint files)."""
+        target = self._path(*parts)
+        temp = self._jvm.org.apache.hadoop.fs.Path(target.getParent(), f".{target.getName()}.{uuid.uuid4().hex}.tmp")
+        stream = self._fs.create(temp, False)
         try:
             stream.write(text.encode("utf-8"))
         finally:
             stream.close()
+        if self._fs.exists(target):
+            self._fs.delete(target, False)  # Hadoop's rename does not replace a file
+        if not self._fs.rename(temp, target):
+            self._fs.delete(temp, False)
+            raise PipelineError(
+                f"cannot write {target} (renaming its temporary file failed)",
+                hint="check that the checkpoint location is writable and that no other pipeline uses it",
+            )
 
     def batch_ids(self, directory: str) -> list[int]:
         path = self._path(directory)
@@ -96,7 +120,7 @@ def app_id_for(spark: SparkSession, checkpoint: str, kind: str, explicit: str | 
         )
     app_id = explicit or recorded or f"{kind}-{hashlib.sha256(checkpoint.encode()).hexdigest()[:12]}"
     if recorded is None:
-        files.write(json.dumps({"app_id": app_id, "kind": kind}), APP_FILE)
+        files.write_whole(json.dumps({"app_id": app_id, "kind": kind}), APP_FILE)
     return app_id
 
 
