@@ -5,26 +5,23 @@ license metadata."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from strongroom.testing.quiet_run import offending_lines
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-RAW_LIBRDKAFKA_LINE = re.compile(r"^%\d\|.*$", re.MULTILINE)
-DEPRECATION = re.compile(r"^.*deprecat.*$", re.MULTILINE | re.IGNORECASE)
-
-
-def offending_lines(output: str) -> list[str]:
-    return RAW_LIBRDKAFKA_LINE.findall(output) + DEPRECATION.findall(output)
 
 
 @pytest.mark.slow
 def test_the_demo_prints_no_raw_librdkafka_line_and_no_deprecation_banner() -> None:
+    """``make demo`` runs the demo through the same check (``strongroom.testing.quiet_run``); CI, which runs
+    ``make demo`` right after ``make test``, deselects this test rather than run the demo twice."""
     done = subprocess.run(
         [sys.executable, "-m", "strongroom.cli.main", "demo"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=840, check=False,
