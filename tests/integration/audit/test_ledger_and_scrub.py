@@ -141,25 +141,15 @@ def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
     without ``commits/N``). A planned end can be short of the log: the listing left out a partition
     whose leader was moving. ``--once`` re-runs that batch first and must still end caught up with
     the whole log, not with the stale plan (it ended there, and the scrub counted the rest unledgered)."""
-    bootstrap = kafka_cluster.bootstrap_servers
-    client = ClientConfig(bootstrap)
-    topic = new_topic(partitions=2)
-    produce(bootstrap, topic, (f"a{i}".encode() for i in range(100)), key=lambda i: f"k{i}".encode())
-    capture_ledger(spark, client, [topic], ledger, once=True)
-    produce(bootstrap, topic, (f"b{i}".encode() for i in range(200)), key=lambda i: f"k{i}".encode())
+    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=200)
     offsets = Path(ledger.local(ledger.checkpoint)) / "offsets"
-    last = max(int(f.name) for f in offsets.iterdir() if f.name.isdigit())
+    last = last_batch(offsets)
     version, metadata, planned = (offsets / str(last)).read_text().splitlines()
     stale = json.loads(planned)  # what a stopped query planned: partition 0 short, partition 1 not listed
     stale[topic]["0"] = int(stale[topic]["0"]) + 10
     (offsets / str(last + 1)).write_text("\n".join([version, metadata, json.dumps(stale)]))
 
-    caught_up = capture_ledger(spark, client, [topic], ledger, once=True)
-    ends = {p: kafka_cluster_end(client, topic, p) for p in range(2)}
-    assert caught_up.end_offsets[topic] == {str(p): e for p, e in ends.items()}
-    assert records_count(spark, ledger) == 300
-    summary = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
-    assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (300, 0)
+    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=300)
 
 
 def test_a_once_capture_after_a_batch_the_sink_kept_but_the_checkpoint_did_not_commit(
@@ -170,25 +160,48 @@ def test_a_once_capture_after_a_batch_the_sink_kept_but_the_checkpoint_did_not_c
     sink skips it as already written, so that round reads no rows, yet it moved the capture's end.
     Without a source that supports ``availableNow``, Spark runs one batch per query, so the capture
     must go on to the records written since (it stopped there, and the scrub counted them unledgered)."""
-    bootstrap = kafka_cluster.bootstrap_servers
-    client = ClientConfig(bootstrap)
-    topic = new_topic(partitions=2)
-    produce(bootstrap, topic, (f"a{i}".encode() for i in range(100)), key=lambda i: f"k{i}".encode())
-    capture_ledger(spark, client, [topic], ledger, once=True)
-    produce(bootstrap, topic, (f"b{i}".encode() for i in range(50)), key=lambda i: f"k{i}".encode())
+    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=50)
     capture_ledger(spark, client, [topic], ledger, once=True)
     commits = Path(ledger.local(ledger.checkpoint)) / "commits"
-    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    last = last_batch(commits)
     for done in (commits / str(last), commits / f".{last}.crc"):  # the sink has batch ``last``; the
         done.unlink(missing_ok=True)  # checkpoint never recorded it done (nor its Hadoop checksum)
-    produce(bootstrap, topic, (f"c{i}".encode() for i in range(80)), key=lambda i: f"k{i}".encode())
+    produce_keyed(client.bootstrap_servers, topic, "c", 80)
 
+    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=230)
+
+
+def captured_then_more(
+    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths, *, more: int
+) -> tuple[ClientConfig, str]:
+    """A two-partition topic: 100 records captured by a ``--once`` capture, then ``more`` records not yet."""
+    client = ClientConfig(kafka_cluster.bootstrap_servers)
+    topic = new_topic(partitions=2)
+    produce_keyed(client.bootstrap_servers, topic, "a", 100)
+    capture_ledger(spark, client, [topic], ledger, once=True)
+    produce_keyed(client.bootstrap_servers, topic, "b", more)
+    return client, topic
+
+
+def produce_keyed(bootstrap: str, topic: str, prefix: str, count: int) -> None:
+    produce(bootstrap, topic, (f"{prefix}{i}".encode() for i in range(count)), key=lambda i: f"k{i}".encode())
+
+
+def last_batch(log: Path) -> int:
+    """The latest batch id in a checkpoint log directory (``offsets`` or ``commits``)."""
+    return max(int(f.name) for f in log.iterdir() if f.name.isdigit())
+
+
+def assert_a_once_capture_catches_up(
+    spark: SparkSession, client: ClientConfig, topic: str, ledger: LedgerPaths, *, records: int
+) -> None:
+    """A ``--once`` capture ends at the log's end of both partitions, with every record ledgered once."""
     caught_up = capture_ledger(spark, client, [topic], ledger, once=True)
     ends = {p: kafka_cluster_end(client, topic, p) for p in range(2)}
     assert caught_up.end_offsets[topic] == {str(p): e for p, e in ends.items()}
-    assert records_count(spark, ledger) == 230
+    assert records_count(spark, ledger) == records
     summary = run_scrub(spark, client, ledger, ScrubOptions()).to_json()
-    assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (230, 0)
+    assert (summary["counts"]["ok"], summary["counts"]["unledgered"]) == (records, 0)
 
 
 def kafka_cluster_end(client: ClientConfig, topic: str, partition: int) -> int:
