@@ -107,8 +107,11 @@ class _Settings:
         extra = {k: v for k, v in self.connection.items() if k != "bootstrap.servers"}
         return ClusterState(ClientConfig(self.connection["bootstrap.servers"], extra=extra))
 
-    def resolve(self, spec: str, which: str) -> Offsets:
-        """``earliest`` / ``latest`` / JSON offsets -> {topic: {partition: offset}} for all partitions."""
+    def resolve(self, spec: str, which: str, *, keep: Offsets | None = None) -> Offsets:
+        """``earliest`` / ``latest`` / JSON offsets -> {topic: {partition: offset}} for all partitions.
+
+        A partition whose leader does not answer is left out, unless ``keep`` is given: then it must be in
+        ``keep``, or the read fails naming it."""
         state = self.cluster()
         tps = [(t, p) for t, md in state.partitions_of(self.topics).items() for p in md.partitions]
         explicit: Offsets = {}
@@ -122,6 +125,16 @@ class _Settings:
                 out.setdefault(t, {})[str(p)] = explicit[t][str(p)]
             elif (t, p) in found:
                 out.setdefault(t, {})[str(p)] = found[(t, p)][0]
+        lost = [f"{t}[{p}]" for t, p in tps if str(p) not in out.get(t, {}) and str(p) not in (keep or {}).get(t, {})]
+        if keep is not None and lost:
+            from strongroom.audit.readers import JVM_READ_FAILED
+
+            raise RuntimeError(
+                f"{JVM_READ_FAILED}no leader answered for the end of {', '.join(lost[:5])}; the capture stops "
+                "rather than lose its place there (Spark's Python sources cannot end a batch where the previous "
+                "one ended); run it again when the partition has a leader, or use the JVM reader (the default), "
+                "which keeps the partition where it was"
+            )
         return out
 
     def plan(self, start: Offsets, end: Offsets) -> list[RangePartition]:
@@ -173,7 +186,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self.settings.resolve(self.settings.starting, "start")
 
     def latestOffset(self) -> dict:  # type: ignore[type-arg]
-        latest = self.settings.resolve("latest", "end")
+        """The ends as listed now, never below what this run listed before. A partition that this run has not
+        listed yet and whose leader does not answer fails the read: this API has no start offset to keep it at,
+        and a batch end without it would make the next batch read it again from its log start."""
+        latest = self.settings.resolve("latest", "end", keep=self._high)
         merged: Offsets = {t: dict(ps) for t, ps in self._high.items()}
         for topic, parts in latest.items():
             for p, off in parts.items():

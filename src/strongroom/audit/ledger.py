@@ -79,10 +79,11 @@ def capture_ledger(
     ``once`` means caught up with every partition's committed end as listed when the capture started.
     The query does not always get there in one run, so it runs again, up to :data:`CATCH_UP_ROUNDS`
     times, until no partition ends below the listed end, or a run neither read a row nor moved the end:
-    - the readers do not implement ``availableNow``, so Spark runs one batch per query;
     - a restarted query first re-runs the batch a stopped one had planned, whose end can be short
       (a leader did not answer the listing: a broker restarting). When the file sink had already
-      written that batch, the re-run reads no rows, yet moves the end."""
+      written that batch, the re-run reads no rows, yet moves the end;
+    - the JVM reader supports ``availableNow`` and goes on to the end it listed at the start in the
+      same query; for the Python reader, Spark runs one batch per query."""
     if not topics:
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
     cluster = ClusterState(client)
@@ -161,13 +162,18 @@ def _await(
             if on_batch is not None:
                 on_batch(progress)
 
+    error: Any = None
     try:
         while query.isActive:
-            query.awaitTermination(0.5)  # seconds; a float works
+            try:
+                query.awaitTermination(0.5)  # seconds; a float works
+            except Exception as exc:  # noqa: BLE001 - the query failed (StreamingQueryException): told below
+                error = exc
+                break
             account_new()
             if should_stop():
                 query.stop()
-        error = query.exception()
+        error = error or query.exception()
     finally:
         if query.isActive:
             query.stop()

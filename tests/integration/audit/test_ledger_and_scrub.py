@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from audit_helpers import produce
+from audit_helpers import create_topic_on, produce, wait_for
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
+from strongroom.audit.errors import KafkaReadError
 from strongroom.audit.ledger import capture_ledger, capture_stats, coverage_ranges, read_ledger
+from strongroom.audit.readers import AuditReader
 from strongroom.audit.scrub import ScrubOptions, run_scrub
 from strongroom.audit.store import LedgerPaths
 from strongroom.cli.main import main
@@ -134,14 +138,20 @@ def test_cli_ledger_coverage_scrub_and_operations(
     assert "topic 'no-such-topic' does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("reader", list(AuditReader))
 def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
-    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+    spark: SparkSession,
+    kafka_cluster: KafkaCluster,
+    new_topic: Callable[..., str],
+    ledger: LedgerPaths,
+    reader: AuditReader,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A stopped streaming capture leaves the batch it had planned in the checkpoint (``offsets/N``
     without ``commits/N``). A planned end can be short of the log: the listing left out a partition
     whose leader was moving. ``--once`` re-runs that batch first and must still end caught up with
     the whole log, not with the stale plan (it ended there, and the scrub counted the rest unledgered)."""
-    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=200)
+    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=200, reader=reader)
     offsets = Path(ledger.local(ledger.checkpoint)) / "offsets"
     last = last_batch(offsets)
     version, metadata, planned = (offsets / str(last)).read_text().splitlines()
@@ -149,36 +159,88 @@ def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
     stale[topic]["0"] = int(stale[topic]["0"]) + 10
     (offsets / str(last + 1)).write_text("\n".join([version, metadata, json.dumps(stale)]))
 
-    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=300)
+    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=300, reader=reader, caplog=caplog)
 
 
+@pytest.mark.parametrize("reader", list(AuditReader))
 def test_a_once_capture_after_a_batch_the_sink_kept_but_the_checkpoint_did_not_commit(
-    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths
+    spark: SparkSession,
+    kafka_cluster: KafkaCluster,
+    new_topic: Callable[..., str],
+    ledger: LedgerPaths,
+    reader: AuditReader,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A capture stopped between the file sink's commit of batch N and Spark's ``commits/N`` (the
     clean run's broker-kill test stopped one there). A ``--once`` capture re-runs batch N first; the
     sink skips it as already written, so that round reads no rows, yet it moved the capture's end.
-    Without a source that supports ``availableNow``, Spark runs one batch per query, so the capture
-    must go on to the records written since (it stopped there, and the scrub counted them unledgered)."""
-    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=50)
-    capture_ledger(spark, client, [topic], ledger, once=True)
+    The capture must go on to the records written since (it stopped there, and the scrub counted them
+    unledgered): the JVM reader supports ``availableNow``, so its query runs on; for the Python reader Spark
+    runs one batch per query, so the capture starts the query again."""
+    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=50, reader=reader)
+    capture_ledger(spark, client, [topic], ledger, once=True, reader=reader)
     commits = Path(ledger.local(ledger.checkpoint)) / "commits"
     last = last_batch(commits)
     for done in (commits / str(last), commits / f".{last}.crc"):  # the sink has batch ``last``; the
         done.unlink(missing_ok=True)  # checkpoint never recorded it done (nor its Hadoop checksum)
     produce_keyed(client.bootstrap_servers, topic, "c", 80)
 
-    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=230)
+    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=230, reader=reader, caplog=caplog)
+
+
+@pytest.mark.parametrize("reader", list(AuditReader))
+def test_a_partition_offline_during_a_capture_keeps_its_place_and_is_not_read_again(
+    spark: SparkSession,
+    kafka_cluster3: KafkaCluster,
+    unique_name: Callable[[str], str],
+    ledger: LedgerPaths,
+    reader: AuditReader,
+) -> None:
+    """A partition whose only replica is down does not answer the capture's listing. A batch end without it
+    made the next batch read it again from its log start, and the ledger held its records twice. The JVM reader
+    ends the batch where that partition had got to; the Python reader (its API has no start offset there)
+    fails the capture naming the partition, and the next capture goes on from where the last one ended."""
+    cluster = kafka_cluster3
+    client = ClientConfig(cluster.bootstrap_servers)
+    steady = create_topic_on(cluster, unique_name("steady"), [1], {})
+    offline = create_topic_on(cluster, unique_name("offline"), [2], {})
+    for topic in (steady, offline):
+        produce(cluster.bootstrap_servers, topic, (f"a{i}".encode() for i in range(40)), partition=0)
+    capture_ledger(spark, client, [steady, offline], ledger, once=True, reader=reader)
+    cluster.stop_broker(2)
+    try:
+        produce(cluster.bootstrap_servers, steady, (f"b{i}".encode() for i in range(10)), partition=0)
+        if reader is AuditReader.JVM:  # the listing leaves `offline` out
+            capture_ledger(spark, client, [steady, offline], ledger, once=True, reader=reader)
+        else:
+            with pytest.raises(KafkaReadError, match=rf"no leader answered for the end of {offline}\[0\]"):
+                capture_ledger(spark, client, [steady, offline], ledger, once=True, reader=reader)
+    finally:
+        cluster.start_broker(2)
+    wait_for(cluster, "the offline topic's leader back", lambda: cluster.partition_leader(offline) == 2)
+    produce(cluster.bootstrap_servers, offline, (f"c{i}".encode() for i in range(5)), partition=0)
+    capture_ledger(spark, client, [steady, offline], ledger, once=True, reader=reader)
+
+    rows = read_ledger(spark, ledger).filter("kind = 'record'")
+    per_topic = {r["topic"]: (r["rows"], r["offsets"]) for r in rows.groupBy("topic").agg(
+        F.count("*").alias("rows"), F.countDistinct("offset").alias("offsets")).collect()}  # fmt: skip
+    assert per_topic == {steady: (50, 50), offline: (45, 45)}
 
 
 def captured_then_more(
-    spark: SparkSession, kafka_cluster: KafkaCluster, new_topic: Callable[..., str], ledger: LedgerPaths, *, more: int
+    spark: SparkSession,
+    kafka_cluster: KafkaCluster,
+    new_topic: Callable[..., str],
+    ledger: LedgerPaths,
+    *,
+    more: int,
+    reader: AuditReader,
 ) -> tuple[ClientConfig, str]:
     """A two-partition topic: 100 records captured by a ``--once`` capture, then ``more`` records not yet."""
     client = ClientConfig(kafka_cluster.bootstrap_servers)
     topic = new_topic(partitions=2)
     produce_keyed(client.bootstrap_servers, topic, "a", 100)
-    capture_ledger(spark, client, [topic], ledger, once=True)
+    capture_ledger(spark, client, [topic], ledger, once=True, reader=reader)
     produce_keyed(client.bootstrap_servers, topic, "b", more)
     return client, topic
 
@@ -193,10 +255,22 @@ def last_batch(log: Path) -> int:
 
 
 def assert_a_once_capture_catches_up(
-    spark: SparkSession, client: ClientConfig, topic: str, ledger: LedgerPaths, *, records: int
+    spark: SparkSession,
+    client: ClientConfig,
+    topic: str,
+    ledger: LedgerPaths,
+    *,
+    records: int,
+    reader: AuditReader,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A ``--once`` capture ends at the log's end of both partitions, with every record ledgered once."""
-    caught_up = capture_ledger(spark, client, [topic], ledger, once=True)
+    """A ``--once`` capture ends at the log's end of both partitions, with every record ledgered once; with the
+    JVM reader (``availableNow``) in one run of its query."""
+    with caplog.at_level(logging.INFO, logger="strongroom.audit.ledger"):
+        caught_up = capture_ledger(spark, client, [topic], ledger, once=True, reader=reader)
+    runs_again = [r.getMessage() for r in caplog.records if "running it again" in r.getMessage()]
+    if reader is AuditReader.JVM:
+        assert runs_again == []
     ends = {p: kafka_cluster_end(client, topic, p) for p in range(2)}
     assert caught_up.end_offsets[topic] == {str(p): e for p, e in ends.items()}
     assert records_count(spark, ledger) == records
