@@ -139,53 +139,47 @@ def test_cli_ledger_coverage_scrub_and_operations(
 
 
 @pytest.mark.parametrize("reader", list(AuditReader))
+@pytest.mark.parametrize("stopped", ["with-a-short-plan", "after-the-sink-wrote"])
 def test_a_once_capture_after_a_stopped_one_catches_up_with_the_whole_log(
     spark: SparkSession,
     kafka_cluster: KafkaCluster,
     new_topic: Callable[..., str],
     ledger: LedgerPaths,
     reader: AuditReader,
+    stopped: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A stopped streaming capture leaves the batch it had planned in the checkpoint (``offsets/N``
-    without ``commits/N``). A planned end can be short of the log: the listing left out a partition
-    whose leader was moving. ``--once`` re-runs that batch first and must still end caught up with
-    the whole log, not with the stale plan (it ended there, and the scrub counted the rest unledgered)."""
-    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=200, reader=reader)
-    offsets = Path(ledger.local(ledger.checkpoint)) / "offsets"
-    last = last_batch(offsets)
-    version, metadata, planned = (offsets / str(last)).read_text().splitlines()
-    stale = json.loads(planned)  # what a stopped query planned: partition 0 short, partition 1 not listed
-    stale[topic]["0"] = int(stale[topic]["0"]) + 10
-    (offsets / str(last + 1)).write_text("\n".join([version, metadata, json.dumps(stale)]))
+    without ``commits/N``), and ``--once`` re-runs that batch first. It must still end caught up with the
+    whole log (it once ended early, and the scrub counted the rest unledgered):
+    - ``with-a-short-plan``: the planned end is short of the log (the listing left out a partition whose
+      leader was moving);
+    - ``after-the-sink-wrote``: the capture stopped between the file sink's commit of batch N and Spark's
+      ``commits/N`` (the clean run's broker-kill test stopped one there); the sink skips the re-run as
+      already written, so it reads no rows, yet it moves the capture's end.
 
-    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=300, reader=reader, caplog=caplog)
+    The JVM reader supports ``availableNow``, so its query runs on; for the Python reader Spark runs one
+    batch per query, so the capture starts the query again."""
+    if stopped == "with-a-short-plan":
+        client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=200, reader=reader)
+        offsets = Path(ledger.local(ledger.checkpoint)) / "offsets"
+        last = last_batch(offsets)
+        version, metadata, planned = (offsets / str(last)).read_text().splitlines()
+        stale = json.loads(planned)  # what a stopped query planned: partition 0 short, partition 1 not moved
+        stale[topic]["0"] = int(stale[topic]["0"]) + 10
+        (offsets / str(last + 1)).write_text("\n".join([version, metadata, json.dumps(stale)]))
+        records = 300
+    else:
+        client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=50, reader=reader)
+        capture_ledger(spark, client, [topic], ledger, once=True, reader=reader)
+        commits = Path(ledger.local(ledger.checkpoint)) / "commits"
+        last = last_batch(commits)
+        for done in (commits / str(last), commits / f".{last}.crc"):  # the sink has batch ``last``; the
+            done.unlink(missing_ok=True)  # checkpoint never recorded it done (nor its Hadoop checksum)
+        produce_keyed(client.bootstrap_servers, topic, "c", 80)
+        records = 230
 
-
-@pytest.mark.parametrize("reader", list(AuditReader))
-def test_a_once_capture_after_a_batch_the_sink_kept_but_the_checkpoint_did_not_commit(
-    spark: SparkSession,
-    kafka_cluster: KafkaCluster,
-    new_topic: Callable[..., str],
-    ledger: LedgerPaths,
-    reader: AuditReader,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """A capture stopped between the file sink's commit of batch N and Spark's ``commits/N`` (the
-    clean run's broker-kill test stopped one there). A ``--once`` capture re-runs batch N first; the
-    sink skips it as already written, so that round reads no rows, yet it moved the capture's end.
-    The capture must go on to the records written since (it stopped there, and the scrub counted them
-    unledgered): the JVM reader supports ``availableNow``, so its query runs on; for the Python reader Spark
-    runs one batch per query, so the capture starts the query again."""
-    client, topic = captured_then_more(spark, kafka_cluster, new_topic, ledger, more=50, reader=reader)
-    capture_ledger(spark, client, [topic], ledger, once=True, reader=reader)
-    commits = Path(ledger.local(ledger.checkpoint)) / "commits"
-    last = last_batch(commits)
-    for done in (commits / str(last), commits / f".{last}.crc"):  # the sink has batch ``last``; the
-        done.unlink(missing_ok=True)  # checkpoint never recorded it done (nor its Hadoop checksum)
-    produce_keyed(client.bootstrap_servers, topic, "c", 80)
-
-    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=230, reader=reader, caplog=caplog)
+    assert_a_once_capture_catches_up(spark, client, topic, ledger, records=records, reader=reader, caplog=caplog)
 
 
 @pytest.mark.parametrize("reader", list(AuditReader))
