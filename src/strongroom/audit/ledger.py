@@ -102,20 +102,18 @@ def capture_ledger(
     result = CaptureResult()
     started = time.monotonic()
     target = {tp: offset for tp, (offset, _) in cluster.list_offsets(partitions, "latest").items()} if once else {}
-    for _ in range(CATCH_UP_ROUNDS if once else 1):
+    runs = CATCH_UP_ROUNDS if once else 1
+    for run in range(1, runs + 1):
         before = (result.batches, result.end_offsets)
         query = _start_capture_query(stream, ledger.records, checkpoint or ledger.checkpoint, trigger)
         _await(query, result, on_batch, lambda: _should_stop(started, duration, stop))
-        behind = _behind(result, target)
+        behind = ", ".join(f"{t}[{p}]" for t, p in _behind(result, target))
         if not behind or (result.batches, result.end_offsets) == before or _should_stop(started, duration, stop):
             break  # caught up, this round found nothing more to read (its own target reached), or told to stop
-        log.info("the capture stopped short of %s; running it again", ", ".join(f"{t}[{p}]" for t, p in behind))
-    else:
-        log.warning(
-            "the capture ended short of the log's end in %s after %d runs; run it again to catch up",
-            ", ".join(f"{t}[{p}]" for t, p in behind),
-            CATCH_UP_ROUNDS,
-        )
+        if run == runs:
+            log.warning("the capture ended short of the log's end in %s after %d runs; run it again", behind, runs)
+        else:
+            log.info("the capture stopped short of %s; running it again", behind)
     result.seconds = time.monotonic() - started
     return result
 

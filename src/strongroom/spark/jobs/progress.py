@@ -77,9 +77,9 @@ class _CheckpointFiles:
         return bytes(data).decode("utf-8")
 
     def write_whole(self, text: str, *parts: str) -> None:
-        """Write ``text`` so a reader finds the old file or the whole new one, never a part: into a temporary file
-        beside it, then renamed over it (atomic on HDFS and local disks; object stores copy, as for Spark's own
-        checkpoint files)."""
+        """Write ``text`` so that a reader never finds a part of it: into a temporary file beside it, then renamed
+        into place (atomic on HDFS and local disks; object stores copy, as for Spark's own checkpoint files). A file
+        already there, only ever an empty or damaged one here, is removed first: Hadoop's rename does not replace."""
         target = self._path(*parts)
         temp = self._jvm.org.apache.hadoop.fs.Path(target.getParent(), f".{target.getName()}.{uuid.uuid4().hex}.tmp")
         stream = self._fs.create(temp, False)
@@ -88,7 +88,7 @@ class _CheckpointFiles:
         finally:
             stream.close()
         if self._fs.exists(target):
-            self._fs.delete(target, False)  # Hadoop's rename does not replace a file
+            self._fs.delete(target, False)
         if not self._fs.rename(temp, target):
             self._fs.delete(temp, False)
             raise PipelineError(
