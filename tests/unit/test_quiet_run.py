@@ -41,3 +41,10 @@ def test_a_failing_command_keeps_its_exit_code(capfd: pytest.CaptureFixture[str]
 
 def test_only_whole_offending_lines_count() -> None:
     assert offending_lines("ok\n%4|1|GETPID|x\nnot %3| at the start\n") == ["%4|1|GETPID|x"]
+
+
+def test_a_python_child_writes_unbuffered_so_its_lines_arrive_as_they_are_printed(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    assert run_quietly(child("import os; print('unbuffered:', os.environ.get('PYTHONUNBUFFERED'))")) == 0
+    assert "unbuffered: 1\n" in capfd.readouterr().out

@@ -11,6 +11,7 @@ Usage: ``python -m strongroom.testing.quiet_run COMMAND [ARG...]``.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,8 +29,9 @@ def run_quietly(argv: list[str]) -> int:
     """Run ``argv`` with its stdout and stderr passed through line by line; its exit code, or 3 if it printed an
     offending line (the lines are listed at the end)."""
     seen: list[str] = []
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # a pipe would hold a Python child's output back in blocks
     with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
     ) as child:
         assert child.stdout is not None
         for line in child.stdout:
