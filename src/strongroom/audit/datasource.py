@@ -101,11 +101,13 @@ class _Settings:
         self.chunk_size = int(opts.get("chunksize", "10000"))
 
     def cluster(self) -> Any:
-        from strongroom.audit.kafka_state import ClusterState
+        from strongroom.audit.kafka_state import CAPTURE_LISTING_TIMEOUT, ClusterState
         from strongroom.kafka.config import ClientConfig
 
         extra = {k: v for k, v in self.connection.items() if k != "bootstrap.servers"}
-        return ClusterState(ClientConfig(self.connection["bootstrap.servers"], extra=extra))
+        return ClusterState(
+            ClientConfig(self.connection["bootstrap.servers"], extra=extra), timeout=CAPTURE_LISTING_TIMEOUT
+        )
 
     def resolve(self, spec: str, which: str, *, keep: Offsets | None = None) -> Offsets:
         """``earliest`` / ``latest`` / JSON offsets -> {topic: {partition: offset}} for all partitions.

@@ -112,6 +112,11 @@ class TopicState:
         return "delete" in self.config.get("cleanup.policy", "delete")
 
 
+#: How long a capture's listing waits for a partition's leader before leaving the partition out: the JVM reader's
+#: ``OffsetPlanner`` waits as long.
+CAPTURE_LISTING_TIMEOUT = 15.0
+
+
 class ClusterState:
     """Admin queries over one cluster, with the retries that leader changes need."""
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from strongroom.audit.datasource import DEFAULT_MAX_RECORDS_PER_RANGE
 from strongroom.audit.errors import KafkaReadError, LedgerNotFound
-from strongroom.audit.kafka_state import ClusterState
+from strongroom.audit.kafka_state import CAPTURE_LISTING_TIMEOUT, ClusterState
 from strongroom.audit.readers import DEFAULT_READER, AuditReader, read_failure, read_stream
 from strongroom.audit.schema import KIND_RANGE, KIND_RECORD, RECORD_KINDS, spark_schema
 from strongroom.audit.store import LedgerPaths
@@ -86,7 +86,7 @@ def capture_ledger(
       same query; for the Python reader, Spark runs one batch per query."""
     if not topics:
         raise AuditError("no topics to capture", hint="pass --topic NAME (repeatable)")
-    cluster = ClusterState(client)
+    cluster = ClusterState(client, timeout=CAPTURE_LISTING_TIMEOUT)
     partitions = [(t, p) for t, md in cluster.partitions_of(topics).items() for p in md.partitions]  # fails early
     stream = read_stream(
         spark,
