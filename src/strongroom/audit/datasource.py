@@ -127,8 +127,15 @@ class _Settings:
                 out.setdefault(t, {})[str(p)] = explicit[t][str(p)]
             elif (t, p) in found:
                 out.setdefault(t, {})[str(p)] = found[(t, p)][0]
-        lost = [f"{t}[{p}]" for t, p in tps if str(p) not in out.get(t, {}) and str(p) not in (keep or {}).get(t, {})]
-        if keep is not None and lost:
+        if keep is not None:
+            self._refuse_unlisted(tps, out, keep)
+        return out
+
+    @staticmethod
+    def _refuse_unlisted(tps: Sequence[tuple[str, int]], listed: Offsets, keep: Offsets) -> None:
+        """Fail the read naming the partitions neither ``listed`` nor in ``keep``."""
+        lost = [f"{t}[{p}]" for t, p in tps if str(p) not in listed.get(t, {}) and str(p) not in keep.get(t, {})]
+        if lost:
             from strongroom.audit.readers import JVM_READ_FAILED
 
             raise RuntimeError(
@@ -137,7 +144,6 @@ class _Settings:
                 "one ended); run it again when the partition has a leader, or use the JVM reader (the default), "
                 "which keeps the partition where it was"
             )
-        return out
 
     def plan(self, start: Offsets, end: Offsets) -> list[RangePartition]:
         ranges = []
