@@ -12,7 +12,7 @@ from pathlib import Path
 
 from strongroom.envelope import RecordContext, decrypt_value, seal
 from strongroom.kafka.config import ClientConfig
-from strongroom.keys import KeyManager, KeyTable, SubjectKey, WrappingKeyPolicy, subject_partition
+from strongroom.keys import KeyManager, KeyOrDecision, KeyTable, SubjectKey, WrappingKeyPolicy, subject_partition
 from strongroom.keys.errors import KeyCreationFailed
 from strongroom.keys.records import NudgeRecord, encode
 from strongroom.keys.topic import KeysTopic, KeysWriter
@@ -179,3 +179,41 @@ def test_the_writer_returns_each_records_own_offset_with_repeated_keys_and_inter
     written = {(p, offset): record for (p, record), offset in zip(batch, offsets, strict=True)}
     read = {(r.partition, r.offset): r.value for r in topic.scan(partitions=[0, 1]) if r.offset >= before[r.partition]}
     assert read == {place: encode(record)[1] for place, record in written.items()}
+
+
+def test_requests_of_one_manager_racing_on_the_same_new_subjects_converge(
+    client: ClientConfig, keys_topic: str, readers_topic: str, kms: MeteredKms
+) -> None:
+    """A pipeline's tasks ask one manager at once, often for the same new subjects: every request gets the
+    subject's one current key, and no losing key is left live (a guard for any change to how the manager's
+    requests share it: docs/benchmarks.md, "Requests of one manager while another waits")."""
+    subjects = [f"shared-{i}" for i in range(300)]
+    start = threading.Barrier(4)
+    results: list[dict[str, KeyOrDecision]] = []
+    errors: list[BaseException] = []
+    with KeyManager(client, kms, topic=keys_topic, table_options={"readers_topic": readers_topic}) as manager:
+
+        def request(part: list[str]) -> None:
+            try:
+                start.wait(30)
+                results.append(manager.get_or_create(part))
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                errors.append(exc)
+
+        parts = [subjects, subjects[::-1], subjects[:150], subjects[100:]]
+        threads = [threading.Thread(target=request, args=(part,)) for part in parts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not errors
+        assert len(results) == len(parts)
+        assert manager.counters["created"] - manager.counters["discarded"] == len(subjects)
+
+    with KeyTable(client, kms, topic=keys_topic, readers_topic=readers_topic) as reader:
+        reader.wait_caught_up(30)
+        for subject in subjects:
+            state = reader.subject_state(subject)
+            ids = {key.key_id for result in results if isinstance(key := result.get(subject), SubjectKey)}
+            assert ids == {state.current_key_id}, subject
+            assert len(state.keys) == 1, subject
