@@ -143,14 +143,16 @@ def java_classpath() -> str:
     return runtime_classpath()
 
 
-def run_java(ops: Sequence[Operation], *, messages: bool = False) -> list[Outcome]:
+def run_java(ops: Sequence[Operation], *, messages: bool = False, shared: bool = False) -> list[Outcome]:
     """Run ``ops`` through the jar's CodecTool in one JVM; one outcome per operation, in order (``messages``: a
-    refusal keeps the JVM's ``message``, its problem and hint, for tests that compare wording)."""
+    refusal keeps the JVM's ``message``, its problem and hint, for tests that compare wording; ``shared``: all of
+    them through one codec, as a task's records, its kept ciphers carried from one operation to the next and an
+    operation's ``"forget_keys": true`` calling ``forgetKeys`` first)."""
     java = shutil.which("java")
     assert java, "java is not on PATH"
     lines = "".join(json.dumps(op) + "\n" for op in ops)
     done = subprocess.run(
-        [java, "-cp", java_classpath(), "io.strongroom.dataplane.tools.CodecTool", "ops"],
+        [java, "-cp", java_classpath(), "io.strongroom.dataplane.tools.CodecTool", "ops", *(["shared"] * shared)],
         input=lines.encode(),
         capture_output=True,
         timeout=600,
@@ -160,7 +162,7 @@ def run_java(ops: Sequence[Operation], *, messages: bool = False) -> list[Outcom
     # The JVM's messages are for people; the comparison is on the outcome (kind or output bytes).
     outcomes = [
         {k: v for k, v in json.loads(line).items() if messages or k != "message"}
-        for line in done.stdout.decode().splitlines()
+        for line in done.stdout.decode().split("\n")[:-1]  # not splitlines: a message may hold U+2028 or U+0085
     ]
     assert len(outcomes) == len(ops), done.stderr.decode(errors="replace")[-4000:]
     return outcomes

@@ -180,6 +180,45 @@ def test_the_jvm_seals_with_its_drbg_and_python_opens(mode: str) -> None:
     assert len(set(envelopes)) == len(envelopes)  # fresh nonces: no two sealings alike
 
 
+@pytest.mark.parametrize("mode", ["value", "fields"])
+def test_one_codec_keeps_a_cipher_per_key_and_seals_and_opens_as_python_does(mode: str) -> None:
+    """A task's codec keeps a cipher per key it meets again (``EnvelopeCodec.KEPT_CIPHERS``, 256). Through one
+    codec, records of 400 keys, as a task meets them (met once, met again, more keys met again than it keeps, 20 hot
+    keys), with the codec told to forget its keys now and then as after a chunk: every sealing is the bytes Python
+    seals with the same nonces, every opening is Python's, and a kept cipher never serves another key: a record
+    opened with another kept key's DEK under its own key reference fails on both engines."""
+    rng = random.Random(f"kept-ciphers-{mode}")
+    pool = [(key_ref_json(_key_ref(rng)), rng.randbytes(32).hex()) for _ in range(400)]
+    # 300 keys twice (each met again: more than the 256 kept, so kept ciphers are re-keyed), then hot and cold keys
+    picks = [*range(300), *range(300)] + [rng.randrange(20) if rng.random() < 0.6 else rng.randrange(400)
+                                         for _ in range(900)]  # fmt: skip
+    sealings = []
+    for index, pick in enumerate(picks):
+        ref, dek = pool[pick]
+        sealing = _record(rng, mode) | {"key_ref": ref, "dek_hex": dek, "op": f"seal_{mode}"}
+        sealing["nonces_hex"] = [rng.randbytes(12).hex() for _ in range(40)]
+        sealings.append(sealing | {"forget_keys": index in (600, 1000, 1300)})
+    sealed = run_java(sealings, shared=True)
+    assert sealed == [run_python(op) for op in sealings]
+    assert sum(outcome["ok"] for outcome in sealed) > 1300
+
+    openings, foreign = [], []
+    for index, (sealing, outcome) in enumerate(zip(sealings, sealed, strict=True)):
+        if not outcome["ok"]:
+            continue
+        opening = _opening(sealing, outcome["output_hex"], mode, with_rules=False)
+        if index % 7 == 0:  # another key's DEK, most likely kept (a hot key), under this record's key reference
+            other = next(dek for _, dek in pool[:21] if dek != sealing["dek_hex"])
+            opening["keys"] = [{"key_ref": sealing["key_ref"], "dek_hex": other}]
+            foreign.append(len(openings))
+        openings.append(opening | {"forget_keys": index % 500 == 499})
+    opened = run_java(openings, shared=True)
+    assert opened == [run_python(op) for op in openings]
+    assert foreign
+    assert {kind_of(opened[i]) for i in foreign} == {"IntegrityError"}
+    assert all(outcome["ok"] for i, outcome in enumerate(opened) if i not in set(foreign))
+
+
 def test_both_engines_write_every_double_alike() -> None:
     """200,000 doubles from random bit patterns (all magnitudes, subnormals) sealed as one field: same bytes."""
     rng = random.Random("doubles")

@@ -116,6 +116,7 @@ final class DecryptRecords implements RecordTransform {
                     Arrays.fill(state.dek(), (byte) 0);
                 }
             }
+            codec.forgetKeys(); // its kept ciphers too: the next chunk's keys come with the erasures since
         }
     }
 

@@ -106,6 +106,7 @@ final class EncryptRecords implements RecordTransform {
                     }
                 }
             }
+            codec.forgetKeys(); // its kept ciphers too: the next chunk's keys come with the erasures since
         }
     }
 

@@ -23,7 +23,8 @@ import java.util.stream.Stream;
  * <ul>
  *   <li>{@code vectors <dir>}: checks every frozen vector ({@link VectorCheck}); one {@code OK <name>} or
  *       {@code MISMATCH <name>: ...} line each; exit status 1 on any mismatch.</li>
- *   <li>{@code ops}: reads one {@link Operation} per line of stdin, writes one result per line of stdout:
+ *   <li>{@code ops [shared]}: reads one {@link Operation} per line of stdin ({@code shared}: all of them through one
+ *       codec), writes one result per line of stdout:
  *       {@code {"ok": true, "output_hex": ...}} or {@code {"ok": false, "kind": <Python error name>,
  *       "message": ...}}.</li>
  * </ul>
@@ -39,9 +40,11 @@ public final class CodecTool {
         if (args.length == 2 && args[0].equals("vectors")) {
             System.exit(checkVectors(Path.of(args[1]), out));
         } else if (args.length == 1 && args[0].equals("ops")) {
-            runOperations(out);
+            runOperations(out, null);
+        } else if (args.length == 2 && args[0].equals("ops") && args[1].equals("shared")) {
+            runOperations(out, new Operation.Shared());
         } else {
-            System.err.println("usage: CodecTool vectors <dir> | CodecTool ops < operations.jsonl");
+            System.err.println("usage: CodecTool vectors <dir> | CodecTool ops [shared] < operations.jsonl");
             System.exit(2);
         }
     }
@@ -77,17 +80,17 @@ public final class CodecTool {
         return failures == 0 ? 0 : 1;
     }
 
-    static void runOperations(PrintStream out) throws IOException {
+    static void runOperations(PrintStream out, Operation.Shared shared) throws IOException {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line = in.readLine(); line != null; line = in.readLine()) {
-            out.println(JSON.writeValueAsString(result(JSON.readTree(line))));
+            out.println(JSON.writeValueAsString(result(JSON.readTree(line), shared)));
         }
     }
 
-    private static ObjectNode result(JsonNode spec) {
+    private static ObjectNode result(JsonNode spec, Operation.Shared shared) {
         ObjectNode result = JSON.createObjectNode();
         try {
-            byte[] output = new Operation(spec).run();
+            byte[] output = new Operation(spec).run(shared);
             return result.put("ok", true).put("output_hex", Hex.of(output));
         } catch (EnvelopeException e) {
             return result.put("ok", false).put("kind", e.kind().pythonName()).put("message", e.getMessage());

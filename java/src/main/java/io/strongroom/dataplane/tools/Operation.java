@@ -30,8 +30,17 @@ import java.util.Map;
  * "dek_hex", "key_ref", "topic", "subject_hex", "profile", "field_path", "rules", "nonces_hex", "keys", "on_erased",
  * "topic_map", "schema_plan"}} ({@code schema_plan}: the driver's answer to {@code schema_plan} for the record's
  * schema id).
+ *
+ * <p>With a {@link Shared} codec ({@code CodecTool ops shared}) every operation of the run goes through one codec, as a
+ * task's records do: its kept ciphers carry over from one operation to the next; {@code "forget_keys": true} calls
+ * {@link EnvelopeCodec#forgetKeys} first, as a task does after a chunk.
  */
 final class Operation {
+    /** One codec for a whole run; each operation still seals with its own fixed nonces (or random ones). */
+    static final class Shared {
+        private NonceSource current = new DrbgNonceSource();
+        private final EnvelopeCodec codec = new EnvelopeCodec(() -> current.nextNonce());
+    }
     /** The key table of an open operation has no entry for the envelope's key. */
     static final class UnknownKey extends RuntimeException {
         private static final long serialVersionUID = 1L;
@@ -48,11 +57,25 @@ final class Operation {
     }
 
     byte[] run() {
+        return run(null);
+    }
+
+    /** The operation on {@code shared}'s codec, or on a codec of its own when it is null. */
+    byte[] run(Shared shared) {
         byte[] input = Hex.parse(spec.path("input_hex").asText());
         if (spec.path("op").asText().equals("parse_marker")) {
             return new byte[] {RecordMarker.parse(input).id()};
         }
-        EnvelopeCodec codec = new EnvelopeCodec(nonces());
+        EnvelopeCodec codec;
+        if (shared == null) {
+            codec = new EnvelopeCodec(nonces());
+        } else {
+            shared.current = nonces();
+            codec = shared.codec;
+            if (spec.path("forget_keys").asBoolean(false)) {
+                codec.forgetKeys();
+            }
+        }
         RecordContext ctx = new RecordContext(spec.path("topic").asText(), Hex.parse(spec.path("subject_hex").asText()),
                 AadProfile.valueOf(spec.path("profile").asText("topic").toUpperCase(Locale.ROOT)));
         String op = spec.path("op").asText();
