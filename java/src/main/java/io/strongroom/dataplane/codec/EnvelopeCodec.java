@@ -107,11 +107,6 @@ public final class EnvelopeCodec {
         }
     }
 
-    /** Keys currently with a cipher of their own (for tests). */
-    public int keptKeys() {
-        return ciphers.size();
-    }
-
     /** A key's 32 bytes as four longs: the kept ciphers' map key, compared by value, never logged. */
     private record KeyBits(long a, long b, long c, long d) {
         private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class,
