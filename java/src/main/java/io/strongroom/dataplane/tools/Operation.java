@@ -38,7 +38,7 @@ import java.util.Map;
 final class Operation {
     /** One codec for a whole run; each operation still seals with its own fixed nonces (or random ones). */
     static final class Shared {
-        private NonceSource current = new DrbgNonceSource();
+        private NonceSource current; // the running operation's, set by run before the codec is used
         private final EnvelopeCodec codec = new EnvelopeCodec(() -> current.nextNonce());
     }
     /** The key table of an open operation has no entry for the envelope's key. */
@@ -54,10 +54,6 @@ final class Operation {
 
     Operation(JsonNode spec) {
         this.spec = spec;
-    }
-
-    byte[] run() {
-        return run(null);
     }
 
     /** The operation on {@code shared}'s codec, or on a codec of its own when it is null. */
