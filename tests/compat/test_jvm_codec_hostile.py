@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import pytest
-from jvm_codec import Operation, key_ref_json, kind_of, run_java, run_python
+from jvm_codec import Operation, key_ref_json, kind_of, respelt, run_java, run_python
 
 from strongroom.crypto.nonces import fixed_nonces_for_vectors
 from strongroom.envelope import AadProfile, RecordContext, SubjectKeyRef, WrappedDekRef, seal
@@ -40,6 +40,7 @@ def _field(envelope: bytes) -> str:
 ENVELOPE = _sealed(b'{"order":1}')
 WRAPPED_ENVELOPE = _sealed(b"x", ref=WRAPPED)
 EMAIL = _field(_sealed(b'"ann@example.com"', path="$.email"))
+PADDED_EMAIL = _field(_sealed(b'"ann@example.co"', path="$.email"))  # 65 bytes: its base64 ends in one '='
 
 
 def _flip(data: bytes, index: int, value: int) -> bytes:
@@ -244,12 +245,18 @@ CASES: list[tuple[str, Operation, str]] = [
             ("QQ==QQ==", "MalformedEnvelope"),
             ("=QQ=", "MalformedEnvelope"),
             ("QU JD", "MalformedEnvelope"),
-            ("QR==", "NotAnEnvelope"),
+            ("QR==", "MalformedEnvelope"),  # the bytes of QQ==, spelt with an unused bit set
             ("9QE=", "MalformedEnvelope"),
             ("9QF=", "MalformedEnvelope"),
             ("", "NotAnEnvelope"),
         )
     ],
+    # the same envelope bytes spelt otherwise: strongroom writes one spelling (canonical base64), so it was crafted
+    ("excess padding after a sealed field", _fields("open", f'{{"email":"{EMAIL}="}}'), "MalformedEnvelope"),
+    ("four excess padding characters", _fields("open", f'{{"email":"{EMAIL}===="}}', ["$.email"]), "MalformedEnvelope"),
+    ("unused bits set", _fields("open", f'{{"email":"{respelt(PADDED_EMAIL)}"}}'), "MalformedEnvelope"),
+    ("the padded field spelt canonically opens", _fields("open", f'{{"email":"{PADDED_EMAIL}"}}'), "ok"),
+    ("a presealed field respelt", _fields("seal", f'{{"email":"{EMAIL}="}}', ["$.email"]), "UnverifiedEnvelope"),
     (
         "escaped sr1: spelling (seal)",
         _fields("seal", '{"email":"\\u0073' + EMAIL[1:] + '"}', ["$.email"]),

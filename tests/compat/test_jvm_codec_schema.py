@@ -30,6 +30,7 @@ from jvm_codec import (
     kind_of,
     pairs,
     random_text,
+    respelt,
     run_python,
     schema_opening,
     schema_sealing,
@@ -180,6 +181,8 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
     untagged = _customer(rng)
     bad_untagged = bytearray(_payload({**untagged, "home": {**untagged["home"], "city": "xy"}}))
     bad_untagged[bad_untagged.index(b"xy")] = 0xED  # an untagged field the JVM would otherwise pass on
+    sealed_record = fastavro.schemaless_reader(io.BytesIO(sealed[5:]), PARSED, None)
+    respelt_email = _payload({**sealed_record, "email": respelt(sealed_record["email"])})  # the same bytes, crafted
     cases = [
         ("NotFramed", _sealing(rng, b"\x01\x00\x00\x00\x07" + good[5:])),
         ("NotFramed", _sealing(rng, b"\x00\x00")),
@@ -193,6 +196,8 @@ def _hostile(rng: random.Random) -> list[tuple[str, Operation]]:
         # opening: plaintext where ciphertext is promised, and a damaged envelope
         ("UnencryptedField", schema_opening(plain, good.hex())),
         ("IntegrityError", schema_opening(plain, sealed.hex()) | {"topic": "moved-elsewhere"}),
+        ("MalformedEnvelope", schema_opening(plain, respelt_email.hex())),
+        ("UnverifiedEnvelope", {**plain, "input_hex": respelt_email.hex()}),
     ]
     return cases
 

@@ -52,6 +52,7 @@ from strongroom.envelope.errors import (
 from strongroom.envelope.ids import FIELD_PREFIX
 from strongroom.envelope.jsonpath import WILDCARD, FieldRules, Segment, render_path
 from strongroom.envelope.keyref import KeyRef
+from strongroom.envelope.sealed_text import sealed_envelope
 from strongroom.errors import EnvelopeError
 from strongroom.policies import OnErasedField
 
@@ -65,7 +66,6 @@ NATIVE: Final = _native_canonical is not None
 
 _orjson_dumps: Final = orjson.dumps
 _orjson_loads: Final = orjson.loads
-_a2b_base64: Final = binascii.a2b_base64
 _b2a_base64: Final = binascii.b2a_base64
 #: What a sealed field's plaintext may parse to through orjson (see :func:`_field_json`).
 _SCALARS: Final = frozenset((str, int, bool, type(None)))
@@ -184,8 +184,8 @@ def load_json_object(value: bytes) -> dict[str, Any]:
 
 
 def _decode_field(value: str) -> bytes:
-    try:  # base64.b64decode(..., validate=True) without its wrapper: strict, and a non-ASCII str is refused
-        return _a2b_base64(value[_PREFIX_LEN:], strict_mode=True)
+    try:  # canonical base64 only: strict, padded, unused bits zero; a non-ASCII str is refused
+        return sealed_envelope(value[_PREFIX_LEN:])
     except ValueError:  # binascii.Error is one
         raise MalformedEnvelope(f"encrypted field string is not valid base64 after {FIELD_PREFIX!r}") from None
 
@@ -402,9 +402,7 @@ def _open_members(
         if value[start : start + _SEALED_START] != _SEALED_QUOTE:
             return None  # plaintext at a rule field: UnencryptedField from the Python path
         try:
-            fields.append(
-                (start, end, rule.text, parse(_a2b_base64(value[start + _SEALED_START : end - 1], strict_mode=True)))
-            )
+            fields.append((start, end, rule.text, parse(sealed_envelope(value[start + _SEALED_START : end - 1]))))
         except (ValueError, EnvelopeError):
             return None
     if not fields:

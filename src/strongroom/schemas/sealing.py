@@ -16,7 +16,6 @@ the caller is told (``erased``).
 from __future__ import annotations
 
 import base64
-import binascii
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from strongroom.envelope.codec import KeyLookup, open_envelope, parse, seal
 from strongroom.envelope.errors import MalformedEnvelope, UnencryptedField, UnverifiedEnvelope
 from strongroom.envelope.ids import FIELD_PREFIX
 from strongroom.envelope.keyref import KeyRef
+from strongroom.envelope.sealed_text import sealed_envelope
 from strongroom.errors import EnvelopeError
 from strongroom.schemas.avro_format import AvroFormat
 from strongroom.schemas.errors import (
@@ -298,8 +298,8 @@ def _envelope_of(current: Any, target: FieldTarget) -> bytes:
         if not current.startswith(FIELD_PREFIX):
             raise UnencryptedField(f"field {path} should be encrypted but holds plaintext (a string)")
         try:
-            return base64.b64decode(current[_PREFIX_LEN:], validate=True)
-        except (binascii.Error, ValueError):
+            return sealed_envelope(current[_PREFIX_LEN:])
+        except ValueError:  # binascii.Error is one
             raise MalformedEnvelope(f"field {path}: not valid base64 after {FIELD_PREFIX!r}") from None
     if isinstance(current, bytes | bytearray):
         if current[:1] != b"\xf5":
@@ -327,9 +327,9 @@ def _erased_value(target: FieldTarget) -> Any:
 
 def _verify_presealed(text: str, dek: bytes, ctx: RecordContext, path: str) -> None:
     try:
-        envelope = base64.b64decode(text[_PREFIX_LEN:], validate=True)
+        envelope = sealed_envelope(text[_PREFIX_LEN:])
         open_envelope(parse(envelope), dek, ctx, path)
-    except (binascii.Error, ValueError, EnvelopeError) as exc:
+    except (ValueError, EnvelopeError) as exc:  # binascii.Error is a ValueError
         raise UnverifiedEnvelope(
             f"field {path} already holds an {FIELD_PREFIX!r} string that does not open under this subject's key "
             f"for this topic and field ({type(exc).__name__})"

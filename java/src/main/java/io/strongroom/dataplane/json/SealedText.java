@@ -7,8 +7,8 @@ import java.util.Base64;
 import java.util.regex.Pattern;
 
 /**
- * An {@code sr1:} string: its envelope bytes, decoded as strictly as Python's
- * {@code base64.b64decode(validate=True)} (standard alphabet, correct padding, nothing after it), and the
+ * An {@code sr1:} string: its envelope bytes, read only from the one spelling strongroom writes (Python's
+ * {@code envelope.sealed_text.sealed_envelope}: RFC 4648's standard alphabet, padded, unused bits zero), and the
  * check that the raw document spells it canonically (no JSON escapes: strongroom never writes any).
  */
 public final class SealedText {
@@ -22,14 +22,22 @@ public final class SealedText {
         return value instanceof String text && text.startsWith(WireIds.FIELD_PREFIX);
     }
 
-    /** {@code _decode_field}. */
+    /** {@code _decode_field}: another spelling of the same bytes (unused bits set) is refused as well. */
     public static byte[] decode(String text) {
         String data = text.substring(PREFIX_LENGTH);
         if (data.length() % 4 != 0 || !BASE64.matcher(data).matches()) {
-            throw new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE,
-                    "encrypted field string is not valid base64 after 'sr1:'");
+            throw notBase64();
         }
-        return Base64.getDecoder().decode(data);
+        byte[] envelope = Base64.getDecoder().decode(data);
+        if (!Base64.getEncoder().encodeToString(envelope).equals(data)) {
+            throw notBase64();
+        }
+        return envelope;
+    }
+
+    private static EnvelopeException notBase64() {
+        return new EnvelopeException(ErrorKind.MALFORMED_ENVELOPE,
+                "encrypted field string is not valid base64 after 'sr1:'");
     }
 
     /** {@code _check_spelling}. */
