@@ -4,18 +4,34 @@ Named types are resolved through fastavro's parsed schema (a recursive type is w
 A record read from a union of several record types comes back as ``(record name, record)`` and is
 written back the same way, so the writer never picks a different branch than the one the producer
 wrote. A payload must be consumed exactly: trailing bytes are :class:`PayloadMismatch`.
+
+Payloads are read and written in the schema's *codec form* (:func:`codec_form`), as the JVM data plane
+(``AvroFormat.java``) reads them, so that a field nothing seals comes back exactly as the producer wrote it:
+
+* logical types are left out (a ``uuid`` is its string, a ``decimal`` its bytes, a timestamp its long). Read as
+  a UUID object, an upper-case UUID would be written back in lower case, and a string the producer's library did
+  not check as a UUID would stop the record;
+* a boolean is one byte, 0 or 1, and any other byte is :class:`PayloadMismatch`. fastavro reads any byte but 0 as
+  true and Apache Avro any byte but 1 as false, so the two engines would write such a byte back as different
+  booleans. The codec form reads a boolean as a one-byte ``fixed`` with a logical type of strongroom's
+  (:data:`STRICT_BOOLEAN`) that turns 0 and 1 into ``False`` and ``True`` and refuses the rest.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from collections.abc import Sequence
+from itertools import count
+from typing import Any, Final
 
 from strongroom.schemas.errors import PayloadMismatch, UnsupportedSchema
 from strongroom.schemas.fields import LeafKind, SchemaField, Step
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+#: The logical type of the codec form's booleans (a one-byte ``fixed``): fastavro's key for its reader and writer.
+STRICT_BOOLEAN: Final = "strongroom-strict-boolean"
+_BOOLEAN_BYTES: Final = {b"\x00": False, b"\x01": True}
 
 
 class AvroFormat:
@@ -30,8 +46,11 @@ class AvroFormat:
                 f"{where} is Avro, which needs fastavro", hint="pip install 'strongroom[schemas]'"
             ) from None
         self._fastavro = fastavro
+        _register_strict_boolean(fastavro)
         try:
-            self.parsed: Any = fastavro.parse_schema(json.loads(text))
+            declared = json.loads(text)
+            self.parsed: Any = fastavro.parse_schema(declared)
+            self._codec_schema: Any = fastavro.parse_schema(codec_form(declared))
         except Exception as exc:  # noqa: BLE001 - any parse failure is one clear message
             raise UnsupportedSchema(f"{where} is not an Avro schema fastavro can read: {exc}") from None
         self.named: dict[str, Any] = self.parsed.get("__named_schemas", {}) if isinstance(self.parsed, dict) else {}
@@ -118,12 +137,55 @@ class AvroFormat:
             return f"{kind} ({logical})" if logical else str(kind)
         return str(schema)
 
+    def holds_logical_type(self, datum: Any, names: Sequence[str]) -> bool:
+        """Whether the value at the record path ``names`` of ``datum`` (read in the codec form) is of a type with a
+        logical type. Such a value is no data subject, as the JVM engine decides (``AvroFormat.subjectText``), and as
+        fastavro's typed reading decided when it gave a UUID, a date or a decimal there."""
+        schema: Any = self.parsed
+        node = datum
+        for name in names:
+            record = self._record_of(schema, node)
+            node = node[1] if isinstance(node, tuple) else node
+            if record is None or not isinstance(node, dict):
+                return False
+            field = next((f for f in record["fields"] if f["name"] == name), None)
+            if field is None:
+                return False
+            schema, node = field["type"], node.get(name)
+        branches = self._branches_for(schema, node)
+        return any(isinstance(branch, dict) and branch.get("logicalType") for branch in branches)
+
+    def _record_of(self, schema: Any, node: Any) -> Any:
+        """The record type ``node`` was read as: the schema itself, the union's only record, or the record a
+        ``(name, record)`` pair names."""
+        schema = self._resolve(schema)
+        if isinstance(schema, dict) and schema.get("type") == "record":
+            return schema
+        if isinstance(schema, list):
+            if isinstance(node, tuple):
+                return self._resolve(node[0])
+            records = [b for b in map(self._resolve, schema) if isinstance(b, dict) and b.get("type") == "record"]
+            return records[0] if len(records) == 1 else None
+        return None
+
+    def _branches_for(self, schema: Any, value: Any) -> list[Any]:
+        """The types of ``schema`` (a union's branches) a scalar ``value`` of the codec form may have been read as."""
+        schema = self._resolve(schema)
+        if isinstance(value, str):
+            kinds = {"string", "enum"}
+        elif isinstance(value, int) and not isinstance(value, bool):
+            kinds = {"int", "long"}
+        else:
+            return []
+        branches = [self._resolve(b) for b in (schema if isinstance(schema, list) else [schema])]
+        return [b for b in branches if (b.get("type") if isinstance(b, dict) else b) in kinds]
+
     # ------------------------------------------------------------------ payloads
     def decode(self, payload: bytes) -> Any:
         buffer = io.BytesIO(payload)
         try:
             datum = self._fastavro.schemaless_reader(
-                buffer, self.parsed, None, return_record_name=True, return_record_name_override=True
+                buffer, self._codec_schema, None, return_record_name=True, return_record_name_override=True
             )
         except Exception as exc:  # noqa: BLE001 - whatever fastavro raises, the payload is not of this schema
             raise PayloadMismatch(f"payload does not read as {self.where}: {type(exc).__name__}") from None
@@ -136,7 +198,58 @@ class AvroFormat:
     def encode(self, datum: Any) -> bytes:
         out = io.BytesIO()
         try:
-            self._fastavro.schemaless_writer(out, self.parsed, datum)
+            self._fastavro.schemaless_writer(out, self._codec_schema, datum)
         except Exception as exc:  # noqa: BLE001
             raise PayloadMismatch(f"record cannot be written back as {self.where}: {type(exc).__name__}") from None
         return out.getvalue()
+
+
+def codec_form(schema: Any) -> Any:
+    """The schema (its JSON form) payloads are read and written with: every ``logicalType`` left out, every
+    boolean a one-byte ``fixed`` of :data:`STRICT_BOOLEAN`, and no field defaults (a payload holds every field)."""
+    return _codec_type(schema, count())
+
+
+def _codec_type(schema: Any, numbers: Any) -> Any:
+    if schema == "boolean" or (isinstance(schema, dict) and schema.get("type") == "boolean"):
+        name = f"Boolean{next(numbers)}"  # each its own name: a union may hold one, a record several
+        return {"type": "fixed", "name": name, "namespace": "strongroom.codec", "size": 1,
+                "logicalType": STRICT_BOOLEAN}  # fmt: skip
+    if isinstance(schema, list):
+        return [_codec_type(branch, numbers) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema  # a primitive or a named type's name
+    out = {key: value for key, value in schema.items() if key != "logicalType"}
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        out["fields"] = [
+            {**{k: v for k, v in field.items() if k != "default"}, "type": _codec_type(field["type"], numbers)}
+            for field in schema.get("fields", [])
+        ]
+    elif kind == "array":
+        out["items"] = _codec_type(schema["items"], numbers)
+    elif kind == "map":
+        out["values"] = _codec_type(schema["values"], numbers)
+    elif isinstance(kind, dict | list):
+        out["type"] = _codec_type(kind, numbers)
+    return out
+
+
+def _read_strict_boolean(data: bytes, writer_schema: Any = None, reader_schema: Any = None) -> bool:
+    try:
+        return _BOOLEAN_BYTES[data]
+    except KeyError:
+        raise ValueError(f"a boolean is the byte 0 or 1, not {data.hex()}") from None
+
+
+def _write_strict_boolean(datum: Any, *_: Any) -> bytes | None:
+    if datum is True or datum is False:
+        return b"\x01" if datum else b"\x00"
+    return None  # not a boolean: fastavro's union resolution then passes this branch over
+
+
+def _register_strict_boolean(fastavro: Any) -> None:
+    """fastavro's reader and writer of :data:`STRICT_BOOLEAN` (its registries are module-wide dicts)."""
+    key = f"fixed-{STRICT_BOOLEAN}"
+    fastavro.read.LOGICAL_READERS[key] = _read_strict_boolean
+    fastavro.write.LOGICAL_WRITERS[key] = _write_strict_boolean

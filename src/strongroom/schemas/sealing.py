@@ -77,13 +77,13 @@ class SchemaPlan:
         self.subject_path = subject_path
         registered = registry.schema(schema_id)
         self.schema_type = registered.schema_type
-        self._avro: AvroFormat | None = None
+        self.avro: AvroFormat | None = None
         self._json: JsonSchemaFormat | None = None
         self._proto: ProtobufFormat | None = None
         self._targets: dict[tuple[int, ...], tuple[FieldTarget, ...]] = {}
         if registered.schema_type == "AVRO":
-            self._avro = AvroFormat(registered.text, f"Avro {self.where}")
-            self._targets[()] = self._select(self._avro.fields())
+            self.avro = AvroFormat(registered.text, f"Avro {self.where}")
+            self._targets[()] = self._select(self.avro.fields())
         elif registered.schema_type == "JSON":
             self._json = JsonSchemaFormat(registered.text, f"JSON Schema {self.where}")
             self._targets[()] = self._select(self._json.fields())
@@ -126,8 +126,8 @@ class SchemaPlan:
         return self._proto.descriptor_set, messages
 
     def read(self, payload: bytes, *, validate: bool) -> Decoded:
-        if self._avro is not None:
-            avro = self._avro
+        if self.avro is not None:
+            avro = self.avro
             datum = avro.decode(payload)
             return Decoded(datum, self._targets[()], lambda: avro.encode(datum))
         if self._json is not None:
@@ -266,10 +266,16 @@ class SchemaFields:
         return any(_looks_sealed(get_value(slot)) for slot in target_slots(decoded.datum, decoded.targets))
 
     def subject(self, value: bytes, path: str) -> str | None:
-        """The text of the scalar at the dotted ``path`` of the record (None when absent or not a scalar)."""
-        _, decoded = self.read(value, validate=False)
+        """The text of the scalar at the dotted ``path`` of the record (None when absent, not a scalar, or of an
+        Avro type with a logical type)."""
+        framed = unframe(value)
+        plan = self.plan(framed.schema_id)
+        decoded = plan.read(framed.payload, validate=False)
+        names = path[2:].split(".")
+        if plan.avro is not None and plan.avro.holds_logical_type(decoded.datum, names):
+            return None
         node: Any = decoded.datum
-        for name in path[2:].split("."):
+        for name in names:
             if isinstance(node, tuple):
                 node = node[1]
             if isinstance(node, dict):

@@ -23,7 +23,9 @@ import org.apache.avro.io.EncoderFactory;
  * One Avro schema (Apache Avro, on Spark's classpath): reads a payload into generic data, finds the targets'
  * present values in it and writes it back ({@code avro_format.py} and {@code fields.py} with fastavro). Logical
  * types are read as their underlying types, so every field the rule does not seal is written back byte for byte.
- * A payload must be consumed exactly: trailing bytes are a mismatch, as in Python.
+ * A boolean is the byte 0 or 1 ({@link StrictBooleans}): Apache Avro reads any other byte as false and fastavro as
+ * true, so it is a mismatch on both engines. A payload must be consumed exactly: trailing bytes are a mismatch, as
+ * in Python.
  */
 final class AvroFormat implements RecordFormat {
     private static final TargetWalk.Navigator NAVIGATOR = TargetWalk.listsAndMaps(AvroFormat::fieldSlot);
@@ -75,13 +77,135 @@ final class AvroFormat implements RecordFormat {
         }
     }
 
+    /**
+     * Apache Avro's binary decoder, but a boolean is the byte 0 or 1 and any other byte is refused (Avro's own
+     * decoder reads it as false), as {@code avro_format.py}'s codec form refuses it.
+     */
+    private static final class StrictBooleans extends Decoder {
+        private final BinaryDecoder in;
+        private final byte[] one = new byte[1];
+
+        StrictBooleans(BinaryDecoder in) {
+            this.in = in;
+        }
+
+        @Override
+        public boolean readBoolean() throws IOException {
+            in.readFixed(one, 0, 1);
+            if ((one[0] & 0xFE) != 0) {
+                throw new AvroRuntimeException("a boolean is the byte 0 or 1");
+            }
+            return one[0] == 1;
+        }
+
+        @Override
+        public void readNull() throws IOException {
+            in.readNull();
+        }
+
+        @Override
+        public int readInt() throws IOException {
+            return in.readInt();
+        }
+
+        @Override
+        public long readLong() throws IOException {
+            return in.readLong();
+        }
+
+        @Override
+        public float readFloat() throws IOException {
+            return in.readFloat();
+        }
+
+        @Override
+        public double readDouble() throws IOException {
+            return in.readDouble();
+        }
+
+        @Override
+        public org.apache.avro.util.Utf8 readString(org.apache.avro.util.Utf8 old) throws IOException {
+            return in.readString(old);
+        }
+
+        @Override
+        public String readString() throws IOException {
+            return in.readString();
+        }
+
+        @Override
+        public void skipString() throws IOException {
+            in.skipString();
+        }
+
+        @Override
+        public java.nio.ByteBuffer readBytes(java.nio.ByteBuffer old) throws IOException {
+            return in.readBytes(old);
+        }
+
+        @Override
+        public void skipBytes() throws IOException {
+            in.skipBytes();
+        }
+
+        @Override
+        public void readFixed(byte[] bytes, int start, int length) throws IOException {
+            in.readFixed(bytes, start, length);
+        }
+
+        @Override
+        public void skipFixed(int length) throws IOException {
+            in.skipFixed(length);
+        }
+
+        @Override
+        public int readEnum() throws IOException {
+            return in.readEnum();
+        }
+
+        @Override
+        public long readArrayStart() throws IOException {
+            return in.readArrayStart();
+        }
+
+        @Override
+        public long arrayNext() throws IOException {
+            return in.arrayNext();
+        }
+
+        @Override
+        public long skipArray() throws IOException {
+            return in.skipArray();
+        }
+
+        @Override
+        public long readMapStart() throws IOException {
+            return in.readMapStart();
+        }
+
+        @Override
+        public long mapNext() throws IOException {
+            return in.mapNext();
+        }
+
+        @Override
+        public long skipMap() throws IOException {
+            return in.skipMap();
+        }
+
+        @Override
+        public int readIndex() throws IOException {
+            return in.readIndex();
+        }
+    }
+
     /** The datum in {@code value[offset..]}; {@link ErrorKind#PAYLOAD_MISMATCH} when it does not read exactly. */
     @Override
     public Object decode(byte[] value, int offset) {
         BinaryDecoder decoder = DecoderFactory.get().binaryDecoder(value, offset, value.length - offset, null);
         Object datum;
         try {
-            datum = reader.read(null, decoder);
+            datum = reader.read(null, new StrictBooleans(decoder));
             if (!decoder.isEnd()) {
                 throw new EnvelopeException(ErrorKind.PAYLOAD_MISMATCH,
                         "payload does not read as " + where + ": bytes left over");
