@@ -5,7 +5,9 @@ this module decides them in Python the same way, so a record sealed by one is op
 
 * **Subject**: the UTF-8 text of the record key, of the *first* header with the configured name, or of
   the JSON path in the value as Spark's ``get_json_object`` renders it (strings unquoted, integers as
-  written, booleans ``true``/``false``, other numbers as Java's ``Double.toString``). Empty means none.
+  written, booleans ``true``/``false``, other numbers in the layout of Java's ``Double.toString`` with the
+  shortest digits that read back as the same double: :func:`java_double_text`, which the JVM engine's
+  ``PyFloat.javaDoubleText`` equals; JDK 17's own ``Double.toString`` gives more digits for some). Empty means none.
 * **Rule of an encrypted topic**: a rule that matches the topic itself (a decrypt-side rules file that
   names ``orders.enc``), else the rule whose output template produced it (an encrypt-side file naming
   ``orders`` with output ``$(topic).enc``) — so one rules file serves producers and consumers.
@@ -143,7 +145,9 @@ def json_scalar_text(node: Any) -> str | None:
 
 
 def java_double_text(value: float) -> str:
-    """``Double.toString``: plain decimals in [1e-3, 1e7), else ``d.dddE±n``; shortest round-trip digits."""
+    """``Double.toString``'s layout: plain decimals in [1e-3, 1e7), else ``d.dddE±n``; the shortest round-trip digits
+    (Python's ``repr``), on every JVM alike (JDK 17's ``Double.toString`` prints 7.693891857e18 as
+    7.6938918569999995E18, JDK 19's 4.9e-324 as 4.9E-324)."""
     if math.isnan(value) or math.isinf(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if value == 0.0:

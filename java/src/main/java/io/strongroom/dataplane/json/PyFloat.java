@@ -29,6 +29,33 @@ public final class PyFloat {
     }
 
     /**
+     * A JSON double's text as a data subject: {@code java_double_text} in {@code clients/records.py}, the layout of
+     * Java's {@code Double.toString} (plain in [1e-3, 1e7), else {@code d.dddE±n}) with the shortest round-trip
+     * digits of {@link #repr}. Not {@code Double.toString} itself: JDK 17's gives more digits than that for some
+     * doubles (7.693891857E18 as 7.6938918569999995E18) and JDK 19's others again, so the subject, and the key a
+     * record is sealed with, would depend on the JVM.
+     */
+    public static String javaDoubleText(double value) {
+        if (Double.isNaN(value) || Double.isInfinite(value)) {
+            return Double.toString(value);
+        }
+        if (value == 0.0) {
+            return 1 / value < 0 ? "-0.0" : "0.0";
+        }
+        double magnitude = Math.abs(value);
+        BigDecimal shortest = shortest(magnitude);
+        String digits = shortest.unscaledValue().toString();
+        int exponent = digits.length() - shortest.scale() - 1; // of the first digit
+        String body;
+        if (magnitude >= 1e-3 && magnitude < 1e7) {
+            body = positional(digits, exponent + 1);
+        } else {
+            body = digits.charAt(0) + "." + (digits.length() > 1 ? digits.substring(1) : "0") + "E" + exponent;
+        }
+        return value < 0 ? "-" + body : body;
+    }
+
+    /**
      * The shortest decimal that reads back as {@code magnitude}, the closest one when several are as short.
      * The JDK rule behind Schubfach's output asks for two digits where one would do (4.9e-324, not 5e-324);
      * Python takes the one digit, so a one-digit neighbour that reads back the same is preferred.

@@ -15,6 +15,7 @@ import io.strongroom.dataplane.codec.WireIds;
 import io.strongroom.dataplane.json.DocumentReader;
 import io.strongroom.dataplane.json.FieldRules;
 import io.strongroom.dataplane.json.JsonFieldCodec;
+import io.strongroom.dataplane.json.PyFloat;
 import io.strongroom.dataplane.keys.ExecutorKeys;
 import io.strongroom.dataplane.keys.KeyServiceClient;
 import io.strongroom.dataplane.keys.KeyServiceException;
@@ -224,7 +225,7 @@ final class EncryptRecords implements RecordTransform {
         } else if (node instanceof Boolean bool) {
             text = bool ? "true" : "false";
         } else if (node instanceof Double number) {
-            text = Double.toString(number); // what Spark's get_json_object prints (java_double_text in Python)
+            text = PyFloat.javaDoubleText(number); // java_double_text in Python: the same on every JVM
         } else if (node instanceof Number number) {
             text = number.toString();
         } else {
