@@ -93,7 +93,7 @@ def subject_of(rule: TopicRule, key: bytes | None, value: bytes | None, headers:
     elif source.source == "header":
         raw = next((v for n, v in headers if n == source.header), None)  # the first one, like Spark
     else:
-        return _json_subject(value, source.path or "", where)
+        return json_path_subject(value, source.path or "", where)
     if raw is None or raw == b"":
         return NoSubject(f"no subject ({where} is missing or empty)")
     return _checked(raw, where)
@@ -108,7 +108,8 @@ def _checked(raw: bytes, where: str) -> str | NoSubject:
         return NoSubject(f"no subject ({where} is not UTF-8 text)")
 
 
-def _json_subject(value: bytes | None, path: str, where: str) -> str | NoSubject:
+def json_path_subject(value: bytes | None, path: str, where: str) -> str | NoSubject:
+    """The subject at the dotted JSON ``path`` of ``value`` (``where`` names the source in the reason)."""
     if value is None:
         return NoSubject(f"no subject ({where} is missing or empty)")
     try:

@@ -69,21 +69,53 @@ def rule_condition(rules: EncryptionRules, index: int) -> Column:
     return condition
 
 
-def subject_column(rule: TopicRule) -> Column:
-    """The record's data subject as a string (null when absent) per the rule's subject source."""
+def subject_columns(rule: TopicRule) -> tuple[Column, Column]:
+    """The record's data subject per the rule's subject source, and why it has none (the subject null), decided as
+    the streaming engines and the client library decide (:func:`strongroom.clients.records.subject_of`): at most
+    :data:`~strongroom.clients.records.MAX_SUBJECT_BYTES` of UTF-8; a JSON path read by the strict reader of field
+    mode, a double written with its shortest digits. Spark's ``get_json_object`` is not used: it takes the first of
+    two members of one name, reads single quotes and trailing text, turns bytes that are not UTF-8 into U+FFFD and
+    prints a double with the JVM's ``Double.toString``, so its subject could differ from the engines' (and the key a
+    record is sealed with, and what an erasure reaches)."""
+    from strongroom.keys.records import MAX_SUBJECT_BYTES
+
     source = rule.subject
+    where = source.describe()
+    if source.source == "json":
+        found = _json_subject_udf(source.path or "", where)(F.col("value"))
+        return found["subject"], found["reason"]
     if source.source == "key":
-        subject = F.col("key").cast("string")
-    elif source.source == "header":
-        matching = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(source.header))
-        subject = F.try_element_at(matching, F.lit(1))["value"].cast("string")
+        raw = F.col("key")
     else:
-        subject = F.get_json_object(F.col("value").cast("string"), source.path or "$")
-    return F.when(F.length(subject) > 0, subject)
+        matching = F.filter(F.col("headers"), lambda h: h["key"] == F.lit(source.header))
+        raw = F.try_element_at(matching, F.lit(1))["value"]
+    size = F.octet_length(raw)
+    limit = f" bytes, more than {MAX_SUBJECT_BYTES})"
+    too_long = F.concat(F.lit(f"no subject ({where} is "), size.cast("string"), F.lit(limit))
+    reason = (
+        F.when(raw.isNull() | (size == 0), F.lit(f"no subject ({where} is missing or empty)"))
+        .when(size > MAX_SUBJECT_BYTES, too_long)
+        .when(~F.is_valid_utf8(raw.cast("string")), F.lit(f"no subject ({where} is not UTF-8 text)"))
+    )
+    return F.when(reason.isNull(), raw.cast("string")), reason
+
+
+def _json_subject_udf(path: str, where: str) -> Any:
+    """The subject at a JSON path of the value, or why there is none: the engines' own reading, in Python."""
+
+    def subject_at(value: bytes | None) -> tuple[str | None, str | None]:
+        from strongroom.clients.records import NoSubject, json_path_subject
+
+        found = json_path_subject(value, path, where)
+        return (None, found.reason) if isinstance(found, NoSubject) else (found, None)
+
+    return F.udf(subject_at, "struct<subject:string,reason:string>", useArrow=True)
 
 
 def with_subject(batch: DataFrame, rule: TopicRule) -> DataFrame:
-    return batch.withColumn("subject", subject_column(rule))
+    """``batch`` with the ``subject`` of each record and the ``subject_reason`` of a record without one."""
+    subject, reason = subject_columns(rule)
+    return batch.withColumn("subject", subject).withColumn("subject_reason", reason)
 
 
 def encrypt_frame(batch: DataFrame, keys: DataFrame, rule: TopicRule, *, max_value_bytes: int | Column) -> DataFrame:
@@ -127,7 +159,10 @@ def _encrypt_reason(rule: TopicRule) -> Column:
     """Why a record cannot be sealed (null: it can, or it is a tombstone)."""
     reason = (
         F.when(F.col("value").isNull(), F.lit(None))
-        .when(F.col("subject").isNull(), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)"))
+        .when(
+            F.col("subject").isNull(),
+            F.coalesce(F.col("subject_reason"), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)")),
+        )
         .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
     )
     if rule.mode == "fields":
@@ -275,7 +310,7 @@ def marker_column() -> Column:
 def with_key_ids(batch: DataFrame, rule: TopicRule) -> DataFrame:
     """Add ``subject``, ``marker`` and ``key_id`` (what the driver needs to look keys up)."""
     return (
-        batch.withColumn("subject", subject_column(rule))
+        batch.withColumn("subject", subject_columns(rule)[0])
         .withColumn("marker", marker_column())
         .withColumn("key_id", envelope_key_id_column(rule))
     )

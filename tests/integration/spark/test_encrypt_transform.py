@@ -98,3 +98,37 @@ def test_oversized_value_is_rejected(spark: SparkSession) -> None:
     assert row["status"] == REJECTED
     assert "encrypted value would be" in row["reason"]
     assert F is not None
+
+
+HOSTILE_SUBJECTS = [None, b"", b"alice", b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\xe2\x82", b"a" * 4096, b"a" * 4097,
+                    "é".encode() * 2049, b"\x00", "名🎉".encode()]  # fmt: skip
+HOSTILE_DOCUMENTS = [
+    b'{"c":{"id":"x"}}', b'{"c":{"id":"x","id":"y"}}', b'{"c":{"id":"\\ud800"}}', b'{"c":{"id":7.693891857e18}}',
+    b'{"c":{"id":4.9e-324}}', b'{"c":{"id":"\xff"}}', b'{"c":{"id":"x"}} trailing', b"{'c':{'id':'q'}}",
+    b'{"c":{"id":01}}', b'{"c":{"id":"' + b"s" * 4097 + b'"}}', b'{"c":{"id":1.0}}', b'{"c":{"id":true}}',
+    b'{"c":{"id":-0}}', b'{"c":{"id":null}}', b'{"c":{"id":[1]}}', b'{"c":{"id":"\\u0000"}}', b"not json", None,
+]  # fmt: skip
+
+
+def test_the_dataframe_api_finds_the_subject_the_engines_and_the_client_library_find(spark: SparkSession) -> None:
+    """Record key, header and JSON path, on hostile input: the same subject (so the same key, and what an erasure
+    reaches) or the same reason for none as ``clients.records.subject_of``, which the engines follow. Spark's
+    ``get_json_object`` took the first of two members, single quotes, trailing text, bytes that are not UTF-8 as
+    U+FFFD and JDK 17's digits of a double; a cast key took bytes that are not UTF-8 and a subject too long."""
+    from strongroom.clients.records import NoSubject, subject_of
+
+    rows = [(k, b"{}", "events", 0, i, TS, 0, [("s", k)]) for i, k in enumerate(HOSTILE_SUBJECTS)]
+    rows += [(b"k", v, "events", 0, 100 + i, TS, 0, []) for i, v in enumerate(HOSTILE_DOCUMENTS)]
+    frame = spark.createDataFrame(rows, KAFKA_SCHEMA)
+    sources = [{"source": "key"}, {"source": "header", "header": "s"}, {"source": "json", "path": "$.c.id"}]
+    for source in sources:
+        rule = EncryptionRules.parse_obj_or_fail(
+            {"rules": [{"topic": "events", "mode": "fields", "fields": ["$.email"], "subject": source}]}
+        ).rules[0]
+        found = with_subject(frame, rule).orderBy("offset")
+        for row in found.select("key", "value", "headers", "subject", "subject_reason").collect():
+            headers = [(h["key"], h["value"]) for h in row["headers"]]
+            expected = subject_of(rule, row["key"], row["value"], headers)
+            assert (row["subject"], row["subject_reason"]) == (
+                (None, expected.reason) if isinstance(expected, NoSubject) else (expected, None)
+            ), (source, row["key"], row["value"])
