@@ -11,11 +11,12 @@ subject to find the key.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strongroom.envelope.errors import NotJson
+from strongroom.envelope.json_fields import load_json_object
 from strongroom.envelope.jsonpath import WILDCARD, FieldPath
 from strongroom.errors import ConfigError, StrongroomError
 from strongroom.keys.errors import KeysConfigError, SubjectMissing
@@ -193,10 +194,10 @@ def _json_subject(value: bytes | None, path: FieldPath | None) -> str:
     assert path is not None
     if value is None:
         raise _NoSubject("the value is null")
-    try:
-        node: Any = json.loads(value)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _NoSubject("the value is not UTF-8 JSON") from None
+    try:  # the strict reader of field mode, as the pipelines and the client library read a subject's document
+        node: Any = load_json_object(value)
+    except NotJson:
+        raise _NoSubject("the value is not UTF-8 JSON (or names a member twice)") from None
     for segment in path.segments:
         if not isinstance(node, dict) or segment not in node:
             raise _NoSubject(f"the value has no {path.text}")

@@ -31,6 +31,9 @@ def test_from_a_header_first_one_wins_as_in_the_pipelines() -> None:
         (SubjectExtractor("key"), b"", b"{}", "record key is empty"),
         (SubjectExtractor("key"), b"\xff", b"{}", "not UTF-8"),
         (SubjectExtractor("json", path="$.id"), None, b"not json", "not UTF-8 JSON"),
+        # two members of one name: readers disagree on which one counts, so neither is the subject
+        (SubjectExtractor("json", path="$.id"), None, b'{"id": "alice", "id": "bob"}', "names a member twice"),
+        (SubjectExtractor("json", path="$.id"), None, b'{"id": "\\ud800"}', "not UTF-8 JSON"),
         (SubjectExtractor("json", path="$.id"), None, b'{"other": 1}', "has no $.id"),
         (SubjectExtractor("json", path="$.id"), None, b'{"id": true}', "bool"),
         (SubjectExtractor("json", path="$.id"), None, b'{"id": null}', "null"),
