@@ -14,7 +14,12 @@ Payloads are read and written in the schema's *codec form* (:func:`codec_form`),
 * a boolean is one byte, 0 or 1, and any other byte is :class:`PayloadMismatch`. fastavro reads any byte but 0 as
   true and Apache Avro any byte but 1 as false, so the two engines would write such a byte back as different
   booleans. The codec form reads a boolean as a one-byte ``fixed`` with a logical type of strongroom's
-  (:data:`STRICT_BOOLEAN`) that turns 0 and 1 into ``False`` and ``True`` and refuses the rest.
+  (:data:`STRICT_BOOLEAN`) that turns 0 and 1 into ``False`` and ``True`` and refuses the rest;
+* a float is its four bytes (:class:`Float32`, a four-byte ``fixed`` of :data:`RAW_FLOAT`): a Python float is a
+  double, and the conversion would quiet a signalling NaN, changing its bits.
+
+Each such ``fixed`` is named apart, and its writer takes only its own kind of value (a bool, a :class:`Float32`),
+so that writing a union never takes its ``bytes`` branch for it, nor it for a ``bytes`` value.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import count
 from typing import Any, Final
 
@@ -31,7 +37,16 @@ from strongroom.schemas.fields import LeafKind, SchemaField, Step
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 #: The logical type of the codec form's booleans (a one-byte ``fixed``): fastavro's key for its reader and writer.
 STRICT_BOOLEAN: Final = "strongroom-strict-boolean"
+#: The logical type of the codec form's floats (a four-byte ``fixed``).
+RAW_FLOAT: Final = "strongroom-raw-float"
 _BOOLEAN_BYTES: Final = {b"\x00": False, b"\x01": True}
+
+
+@dataclass(frozen=True, slots=True)
+class Float32:
+    """An Avro float as its four bytes (little-endian IEEE 754), written back bit for bit."""
+
+    bits: bytes
 
 
 class AvroFormat:
@@ -46,7 +61,7 @@ class AvroFormat:
                 f"{where} is Avro, which needs fastavro", hint="pip install 'strongroom[schemas]'"
             ) from None
         self._fastavro = fastavro
-        _register_strict_boolean(fastavro)
+        _register_codec_types(fastavro)
         try:
             declared = json.loads(text)
             self.parsed: Any = fastavro.parse_schema(declared)
@@ -206,15 +221,21 @@ class AvroFormat:
 
 def codec_form(schema: Any) -> Any:
     """The schema (its JSON form) payloads are read and written with: every ``logicalType`` left out, every
-    boolean a one-byte ``fixed`` of :data:`STRICT_BOOLEAN`, and no field defaults (a payload holds every field)."""
+    boolean a one-byte ``fixed`` of :data:`STRICT_BOOLEAN`, every float a four-byte ``fixed`` of :data:`RAW_FLOAT`,
+    and no field defaults (a payload holds every field)."""
     return _codec_type(schema, count())
 
 
+#: The primitive types the codec form reads as a ``fixed`` of its own: (size, logical type).
+_AS_FIXED: Final = {"boolean": (1, STRICT_BOOLEAN), "float": (4, RAW_FLOAT)}
+
+
 def _codec_type(schema: Any, numbers: Any) -> Any:
-    if schema == "boolean" or (isinstance(schema, dict) and schema.get("type") == "boolean"):
-        name = f"Boolean{next(numbers)}"  # each its own name: a union may hold one, a record several
-        return {"type": "fixed", "name": name, "namespace": "strongroom.codec", "size": 1,
-                "logicalType": STRICT_BOOLEAN}  # fmt: skip
+    primitive = schema.get("type") if isinstance(schema, dict) else schema
+    if isinstance(primitive, str) and primitive in _AS_FIXED:
+        size, logical = _AS_FIXED[primitive]
+        name = f"{primitive.capitalize()}{next(numbers)}"  # each its own name: a union may hold one, a record several
+        return {"type": "fixed", "name": name, "namespace": "strongroom.codec", "size": size, "logicalType": logical}
     if isinstance(schema, list):
         return [_codec_type(branch, numbers) for branch in schema]
     if not isinstance(schema, dict):
@@ -248,8 +269,17 @@ def _write_strict_boolean(datum: Any, *_: Any) -> bytes | None:
     return None  # not a boolean: fastavro's union resolution then passes this branch over
 
 
-def _register_strict_boolean(fastavro: Any) -> None:
-    """fastavro's reader and writer of :data:`STRICT_BOOLEAN` (its registries are module-wide dicts)."""
-    key = f"fixed-{STRICT_BOOLEAN}"
-    fastavro.read.LOGICAL_READERS[key] = _read_strict_boolean
-    fastavro.write.LOGICAL_WRITERS[key] = _write_strict_boolean
+def _read_raw_float(data: bytes, writer_schema: Any = None, reader_schema: Any = None) -> Float32:
+    return Float32(data)
+
+
+def _write_raw_float(datum: Any, *_: Any) -> bytes | None:
+    return datum.bits if isinstance(datum, Float32) else None  # not a float of this form: never this branch
+
+
+def _register_codec_types(fastavro: Any) -> None:
+    """fastavro's readers and writers of the codec form's logical types (its registries are module-wide dicts)."""
+    for logical, read, write in ((STRICT_BOOLEAN, _read_strict_boolean, _write_strict_boolean),
+                                 (RAW_FLOAT, _read_raw_float, _write_raw_float)):  # fmt: skip
+        fastavro.read.LOGICAL_READERS[f"fixed-{logical}"] = read
+        fastavro.write.LOGICAL_WRITERS[f"fixed-{logical}"] = write
