@@ -72,7 +72,7 @@ def rule_condition(rules: EncryptionRules, index: int) -> Column:
 def subject_columns(rule: TopicRule) -> tuple[Column, Column]:
     """The record's data subject per the rule's subject source, and why it has none (the subject null), decided as
     the streaming engines and the client library decide (:func:`strongroom.clients.records.subject_of`): at most
-    :data:`~strongroom.clients.records.MAX_SUBJECT_BYTES` of UTF-8; a JSON path read by the strict reader of field
+    :data:`~strongroom.keys.records.MAX_SUBJECT_BYTES` of UTF-8; a JSON path read by the strict reader of field
     mode, a double written with its shortest digits. Spark's ``get_json_object`` is not used: it takes the first of
     two members of one name, reads single quotes and trailing text, turns bytes that are not UTF-8 into U+FFFD and
     prints a double with the JVM's ``Double.toString``, so its subject could differ from the engines' (and the key a
@@ -159,10 +159,7 @@ def _encrypt_reason(rule: TopicRule) -> Column:
     """Why a record cannot be sealed (null: it can, or it is a tombstone)."""
     reason = (
         F.when(F.col("value").isNull(), F.lit(None))
-        .when(
-            F.col("subject").isNull(),
-            F.coalesce(F.col("subject_reason"), F.lit(f"no subject ({rule.subject.describe()} is missing or empty)")),
-        )
+        .when(F.col("subject").isNull(), F.col("subject_reason"))  # with_subject gives a reason to every null subject
         .when(F.col("key_id").isNull(), F.lit("no key was provided for the subject"))
     )
     if rule.mode == "fields":
